@@ -1,0 +1,13 @@
+//! CODA code generation: IR → CUTLASS 3.x SM90 C++ ([`emit`]), via the EVT
+//! node plan ([`plan`]), plus the build-script helper ([`epilogues`]) that
+//! compiles the generated kernels with the pinned nvcc ([`toolchain`]).
+
+pub mod build;
+pub mod emit;
+pub mod plan;
+pub mod templates;
+pub mod toolchain;
+
+pub use build::{Build, Report, epilogues};
+pub use emit::emit;
+pub use toolchain::Toolchain;

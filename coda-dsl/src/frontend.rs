@@ -1,0 +1,531 @@
+//! Syntax → typed IR. Both the proc macro and the build helper call
+//! [`lower_fn`] on the same `syn` tree, so they can never disagree about a
+//! program. Every user error is a `syn::Error` at the offending span.
+
+use std::collections::HashMap;
+
+use proc_macro2::{Span, TokenStream};
+use syn::spanned::Spanned;
+use syn::{
+    BinOp, Expr, ExprCall, FnArg, GenericArgument, ItemFn, Lit, Pat, PathArguments, ReturnType, Stmt,
+    Type, UnOp,
+};
+
+use crate::ir::{
+    BinaryOp, Config, DType, Input, InputKind, Node, NodeId, Op, Output, OutputKind, Program, Schedule,
+    UnaryOp,
+};
+
+/// Names the generated launch API uses for the GEMM operands.
+pub const RESERVED_NAMES: [&str; 2] = ["a", "b"];
+
+/// Parses `#[epilogue(tile = (128, 256), cluster = (1, 1), schedule = cooperative)]` arguments.
+pub fn parse_config(args: TokenStream) -> syn::Result<Config> {
+    let mut config = Config::default();
+    if args.is_empty() {
+        return Ok(config);
+    }
+    let parser = syn::punctuated::Punctuated::<syn::MetaNameValue, syn::Token![,]>::parse_terminated;
+    let items = syn::parse::Parser::parse2(parser, args)?;
+    for item in items {
+        let key = item.path.get_ident().map(|i| i.to_string()).unwrap_or_default();
+        match key.as_str() {
+            "tile" => {
+                let (m, n) = pair(&item.value)?;
+                if !Config::TILES.contains(&(m, n)) {
+                    return Err(syn::Error::new(
+                        item.value.span(),
+                        format!("tile ({m}, {n}) is not supported; use one of {:?}", Config::TILES),
+                    ));
+                }
+                (config.tile_m, config.tile_n) = (m, n);
+            }
+            "cluster" => {
+                let (m, n) = pair(&item.value)?;
+                if !Config::CLUSTERS.contains(&(m, n)) {
+                    return Err(syn::Error::new(
+                        item.value.span(),
+                        format!("cluster ({m}, {n}) is not supported; use one of {:?}", Config::CLUSTERS),
+                    ));
+                }
+                (config.cluster_m, config.cluster_n) = (m, n);
+            }
+            "schedule" => {
+                let name = match &item.value {
+                    Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()),
+                    _ => None,
+                };
+                config.schedule = match name.as_deref() {
+                    Some("cooperative") => Schedule::Cooperative,
+                    Some("pingpong") => Schedule::Pingpong,
+                    _ => {
+                        return Err(syn::Error::new(
+                            item.value.span(),
+                            "schedule must be `cooperative` or `pingpong`",
+                        ));
+                    }
+                };
+            }
+            _ => {
+                return Err(syn::Error::new(
+                    item.path.span(),
+                    "unknown epilogue option; expected `tile`, `cluster` or `schedule`",
+                ));
+            }
+        }
+    }
+    if config.schedule == Schedule::Pingpong && config.tile_m != 128 {
+        return Err(syn::Error::new(Span::call_site(), "the pingpong schedule needs tile_m = 128"));
+    }
+    Ok(config)
+}
+
+fn pair(e: &Expr) -> syn::Result<(usize, usize)> {
+    let err = || syn::Error::new(e.span(), "expected a pair of integers, e.g. `(128, 256)`");
+    let Expr::Tuple(t) = e else { return Err(err()) };
+    let nums: Vec<usize> = t
+        .elems
+        .iter()
+        .map(|x| match x {
+            Expr::Lit(syn::ExprLit { lit: Lit::Int(i), .. }) => i.base10_parse::<usize>().ok(),
+            _ => None,
+        })
+        .collect::<Option<_>>()
+        .ok_or_else(err)?;
+    match nums[..] {
+        [a, b] => Ok((a, b)),
+        _ => Err(err()),
+    }
+}
+
+/// A value in scope during lowering.
+#[derive(Clone, Copy, PartialEq)]
+enum Value {
+    /// An element-wise f32 value over the output tile.
+    Elem(NodeId),
+    /// Per-tile row sums: only returnable, as `RowPartial<f32>`.
+    RowSum(NodeId),
+}
+
+struct Lowering {
+    nodes: Vec<Node>,
+    inputs: Vec<Input>,
+    scope: HashMap<String, Value>,
+    /// How many times each `let` / parameter name was read, to report unused ones.
+    reads: HashMap<String, usize>,
+    let_spans: Vec<(String, Span)>,
+}
+
+impl Lowering {
+    fn push(&mut self, op: Op, span: Span) -> NodeId {
+        self.nodes.push(Node { op, name: None, line: span.start().line });
+        self.nodes.len() - 1
+    }
+
+    fn elem(&mut self, e: &Expr) -> syn::Result<NodeId> {
+        match self.expr(e)? {
+            Value::Elem(id) => Ok(id),
+            Value::RowSum(_) => Err(syn::Error::new(
+                e.span(),
+                "a `row_sum` is a per-tile partial, not an element-wise value; it can only be returned as `RowPartial<f32>`",
+            )),
+        }
+    }
+
+    fn expr(&mut self, e: &Expr) -> syn::Result<Value> {
+        match e {
+            Expr::Paren(p) => self.expr(&p.expr),
+            Expr::Group(g) => self.expr(&g.expr),
+            Expr::Path(p) => {
+                let Some(ident) = p.path.get_ident() else {
+                    return Err(syn::Error::new(e.span(), "expected a plain name"));
+                };
+                let name = ident.to_string();
+                match self.scope.get(&name) {
+                    Some(v) => {
+                        *self.reads.entry(name).or_default() += 1;
+                        Ok(*v)
+                    }
+                    None => Err(syn::Error::new(ident.span(), format!("unknown name `{name}`"))),
+                }
+            }
+            Expr::Lit(l) => {
+                let v = match &l.lit {
+                    Lit::Float(f) => f.base10_parse::<f64>()?,
+                    Lit::Int(i) => i.base10_parse::<f64>()?,
+                    _ => return Err(syn::Error::new(e.span(), "only numeric literals are allowed")),
+                };
+                Ok(Value::Elem(self.push(Op::Const(v), e.span())))
+            }
+            Expr::Unary(u) => match u.op {
+                UnOp::Neg(_) => {
+                    let a = self.elem(&u.expr)?;
+                    Ok(Value::Elem(self.push(Op::Unary(UnaryOp::Neg, a), e.span())))
+                }
+                _ => Err(syn::Error::new(u.op.span(), "only unary `-` is supported")),
+            },
+            Expr::Binary(b) => {
+                let op = match b.op {
+                    BinOp::Add(_) => BinaryOp::Add,
+                    BinOp::Sub(_) => BinaryOp::Sub,
+                    BinOp::Mul(_) => BinaryOp::Mul,
+                    BinOp::Div(_) => BinaryOp::Div,
+                    _ => return Err(syn::Error::new(b.op.span(), "only `+ - * /` are supported")),
+                };
+                let l = self.elem(&b.left)?;
+                let r = self.elem(&b.right)?;
+                Ok(Value::Elem(self.push(Op::Binary(op, l, r), e.span())))
+            }
+            Expr::Call(c) => self.call(c),
+            _ => Err(syn::Error::new(
+                e.span(),
+                "unsupported expression; use names, numbers, `+ - * /`, unary `-` and DSL functions",
+            )),
+        }
+    }
+
+    fn call(&mut self, c: &ExprCall) -> syn::Result<Value> {
+        let fname = match &*c.func {
+            Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()),
+            _ => None,
+        }
+        .ok_or_else(|| syn::Error::new(c.func.span(), "expected a DSL function name"))?;
+        let args: Vec<&Expr> = c.args.iter().collect();
+        let arity = |n: usize| -> syn::Result<()> {
+            if args.len() == n {
+                Ok(())
+            } else {
+                let s = if n == 1 { "" } else { "s" };
+                Err(syn::Error::new(
+                    c.span(),
+                    format!("`{fname}` takes {n} argument{s}, got {}", args.len()),
+                ))
+            }
+        };
+        let span = c.span();
+        if let Some(op) = UnaryOp::ALL.iter().find(|u| u.name() == fname && **u != UnaryOp::Neg) {
+            arity(1)?;
+            let a = self.elem(args[0])?;
+            return Ok(Value::Elem(self.push(Op::Unary(*op, a), span)));
+        }
+        match fname.as_str() {
+            "max" | "min" => {
+                arity(2)?;
+                let op = if fname == "max" { BinaryOp::Max } else { BinaryOp::Min };
+                let a = self.elem(args[0])?;
+                let b = self.elem(args[1])?;
+                Ok(Value::Elem(self.push(Op::Binary(op, a, b), span)))
+            }
+            "select" => {
+                arity(3)?;
+                let cnd = self.elem(args[0])?;
+                let a = self.elem(args[1])?;
+                let b = self.elem(args[2])?;
+                Ok(Value::Elem(self.push(Op::Select(cnd, a, b), span)))
+            }
+            "row_sum" => {
+                arity(1)?;
+                let a = self.elem(args[0])?;
+                Ok(Value::RowSum(self.push(Op::RowSum(a), span)))
+            }
+            _ => Err(syn::Error::new(
+                c.func.span(),
+                format!(
+                    "unknown function `{fname}`; the DSL has {}, max, min, select, row_sum",
+                    UnaryOp::ALL[1..].iter().map(|u| u.name()).collect::<Vec<_>>().join(", ")
+                ),
+            )),
+        }
+    }
+}
+
+/// `Name<elem>` with one type argument, or a bare `Name`.
+fn type_parts(ty: &Type) -> syn::Result<(String, Option<(String, Span)>)> {
+    let Type::Path(tp) = ty else {
+        return Err(syn::Error::new(ty.span(), "expected a DSL type such as `Tile<bf16>`"));
+    };
+    let seg = tp.path.segments.last().expect("a path has a segment");
+    let arg = match &seg.arguments {
+        PathArguments::None => None,
+        PathArguments::AngleBracketed(a) if a.args.len() == 1 => match &a.args[0] {
+            GenericArgument::Type(Type::Path(p)) if p.path.get_ident().is_some() => {
+                Some((p.path.get_ident().unwrap().to_string(), p.span()))
+            }
+            other => return Err(syn::Error::new(other.span(), "expected an element type: bf16, f32 or i32")),
+        },
+        other => return Err(syn::Error::new(other.span(), "expected one element type, e.g. `<bf16>`")),
+    };
+    Ok((seg.ident.to_string(), arg))
+}
+
+fn dtype(name: &str, span: Span, allowed: &[DType]) -> syn::Result<DType> {
+    let d = match name {
+        "bf16" => DType::Bf16,
+        "f32" => DType::F32,
+        "i32" => DType::I32,
+        _ => return Err(syn::Error::new(span, format!("unknown element type `{name}`"))),
+    };
+    if allowed.contains(&d) {
+        Ok(d)
+    } else {
+        let names: Vec<_> = allowed.iter().map(|d| d.rust_name()).collect();
+        Err(syn::Error::new(span, format!("element type `{name}` is not allowed here; use {}", names.join(" or "))))
+    }
+}
+
+fn input_kind(ty: &Type) -> syn::Result<InputKind> {
+    let (name, arg) = type_parts(ty)?;
+    let float = [DType::Bf16, DType::F32];
+    let need = |arg: Option<(String, Span)>| {
+        arg.ok_or_else(|| syn::Error::new(ty.span(), format!("`{name}` needs an element type, e.g. `{name}<bf16>`")))
+    };
+    match name.as_str() {
+        "Acc" | "Scalar" if arg.is_some() && !(name == "Scalar" && arg.as_ref().unwrap().0 == "f32") => {
+            Err(syn::Error::new(ty.span(), format!("`{name}` takes no element type (it is f32)")))
+        }
+        "Acc" => Ok(InputKind::Acc),
+        "Scalar" => Ok(InputKind::Scalar),
+        "Tile" => {
+            let (d, s) = need(arg)?;
+            Ok(InputKind::Tile(dtype(&d, s, &float)?))
+        }
+        "PerRow" => {
+            let (d, s) = need(arg)?;
+            Ok(InputKind::PerRow(dtype(&d, s, &float)?))
+        }
+        "PerCol" => {
+            let (d, s) = need(arg)?;
+            Ok(InputKind::PerCol(dtype(&d, s, &float)?))
+        }
+        _ => Err(syn::Error::new(
+            ty.span(),
+            format!("unknown input type `{name}`; expected Acc, Tile<T>, PerRow<T>, PerCol<T> or Scalar"),
+        )),
+    }
+}
+
+fn output_kind(ty: &Type) -> syn::Result<OutputKind> {
+    let (name, arg) = type_parts(ty)?;
+    match name.as_str() {
+        "Tile" => {
+            let (d, s) = arg.ok_or_else(|| syn::Error::new(ty.span(), "`Tile` needs an element type, e.g. `Tile<bf16>`"))?;
+            Ok(OutputKind::Tile(dtype(&d, s, &[DType::Bf16, DType::F32])?))
+        }
+        "RowPartial" => {
+            if let Some((d, s)) = arg {
+                dtype(&d, s, &[DType::F32])?;
+            }
+            Ok(OutputKind::RowPartial)
+        }
+        _ => Err(syn::Error::new(
+            ty.span(),
+            format!("unknown output type `{name}`; expected Tile<T> or RowPartial<f32>"),
+        )),
+    }
+}
+
+/// Lowers one `#[epilogue]` function to a checked [`Program`].
+pub fn lower_fn(item: &ItemFn, config: Config) -> syn::Result<Program> {
+    let sig = &item.sig;
+    if !sig.generics.params.is_empty() || sig.asyncness.is_some() || sig.unsafety.is_some() {
+        return Err(syn::Error::new(sig.span(), "an epilogue is a plain `fn` with no generics, async or unsafe"));
+    }
+    let doc = item
+        .attrs
+        .iter()
+        .filter(|a| a.path().is_ident("doc"))
+        .filter_map(|a| match &a.meta {
+            syn::Meta::NameValue(nv) => match &nv.value {
+                Expr::Lit(syn::ExprLit { lit: Lit::Str(s), .. }) => Some(s.value().trim().to_string()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+
+    let mut lw = Lowering {
+        nodes: vec![],
+        inputs: vec![],
+        scope: HashMap::new(),
+        reads: HashMap::new(),
+        let_spans: vec![],
+    };
+    let mut input_spans = vec![];
+    for arg in &sig.inputs {
+        let FnArg::Typed(pt) = arg else {
+            return Err(syn::Error::new(arg.span(), "an epilogue takes no `self`"));
+        };
+        let Pat::Ident(pi) = &*pt.pat else {
+            return Err(syn::Error::new(pt.pat.span(), "expected a parameter name"));
+        };
+        let name = pi.ident.to_string();
+        if RESERVED_NAMES.contains(&name.as_str()) {
+            return Err(syn::Error::new(
+                pi.ident.span(),
+                format!("`{name}` is reserved for the GEMM operand {}; rename this input", name.to_uppercase()),
+            ));
+        }
+        if lw.inputs.iter().any(|p| p.name == name) {
+            return Err(syn::Error::new(pi.ident.span(), format!("duplicate input `{name}`")));
+        }
+        let kind = input_kind(&pt.ty)?;
+        if kind == InputKind::Acc && lw.inputs.iter().any(|p| p.kind == InputKind::Acc) {
+            return Err(syn::Error::new(pt.ty.span(), "a program has exactly one `Acc` input"));
+        }
+        let idx = lw.inputs.len();
+        lw.inputs.push(Input { name: name.clone(), kind });
+        let id = lw.push(Op::Input(idx), pi.ident.span());
+        lw.nodes[id].name = Some(name.clone());
+        lw.scope.insert(name.clone(), Value::Elem(id));
+        input_spans.push((name, pi.ident.span()));
+    }
+    if !lw.inputs.iter().any(|p| p.kind == InputKind::Acc) {
+        return Err(syn::Error::new(sig.inputs.span(), "an epilogue needs an `acc: Acc` input (the GEMM accumulator)"));
+    }
+
+    let out_types: Vec<&Type> = match &sig.output {
+        ReturnType::Default => {
+            return Err(syn::Error::new(sig.span(), "an epilogue must return its outputs, e.g. `-> Tile<bf16>`"));
+        }
+        ReturnType::Type(_, ty) => match &**ty {
+            Type::Tuple(t) => t.elems.iter().collect(),
+            other => vec![other],
+        },
+    };
+    let out_kinds = out_types.iter().map(|t| output_kind(t)).collect::<syn::Result<Vec<_>>>()?;
+
+    let stmts = &item.block.stmts;
+    let Some((tail, body)) = stmts.split_last() else {
+        return Err(syn::Error::new(item.block.span(), "the body must end with the returned outputs"));
+    };
+    for stmt in body {
+        let Stmt::Local(local) = stmt else {
+            return Err(syn::Error::new(stmt.span(), "only `let name = expr;` statements are allowed"));
+        };
+        let Pat::Ident(pi) = &local.pat else {
+            return Err(syn::Error::new(local.pat.span(), "expected `let name = ...` (no patterns or type annotations)"));
+        };
+        let Some(init) = &local.init else {
+            return Err(syn::Error::new(local.span(), "a `let` needs a value"));
+        };
+        let v = lw.expr(&init.expr)?;
+        let id = match v {
+            Value::Elem(id) | Value::RowSum(id) => id,
+        };
+        let name = pi.ident.to_string();
+        // Name the node after the binding unless it is a plain alias of a named one.
+        if lw.nodes[id].name.is_none() {
+            lw.nodes[id].name = Some(name.clone());
+        }
+        lw.scope.insert(name.clone(), v);
+        lw.reads.insert(name.clone(), 0);
+        lw.let_spans.push((name, pi.ident.span()));
+    }
+    let Stmt::Expr(tail, None) = tail else {
+        return Err(syn::Error::new(tail.span(), "the body must end with the returned outputs (no `;`)"));
+    };
+    let returned: Vec<&Expr> = match tail {
+        Expr::Tuple(t) => t.elems.iter().collect(),
+        other => vec![other],
+    };
+    if returned.len() != out_kinds.len() {
+        return Err(syn::Error::new(
+            tail.span(),
+            format!("the signature declares {} outputs but the body returns {}", out_kinds.len(), returned.len()),
+        ));
+    }
+    let mut outputs = vec![];
+    for ((e, kind), ty) in returned.iter().zip(&out_kinds).zip(&out_types) {
+        let name = match e {
+            Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()),
+            _ => None,
+        }
+        .ok_or_else(|| {
+            syn::Error::new(e.span(), "return a `let` name: outputs are named after their bindings (`let y = ...; y`)")
+        })?;
+        if RESERVED_NAMES.contains(&name.as_str()) {
+            return Err(syn::Error::new(
+                e.span(),
+                format!("`{name}` is reserved for the GEMM operand {}; bind the output to another name", name.to_uppercase()),
+            ));
+        }
+        if outputs.iter().any(|o: &Output| o.name == name) {
+            return Err(syn::Error::new(e.span(), format!("`{name}` is returned twice")));
+        }
+        if lw.inputs.iter().any(|p| p.name == name) {
+            return Err(syn::Error::new(e.span(), format!("`{name}` is an input; bind it to a new name to return it")));
+        }
+        let value = match (lw.expr(e)?, kind) {
+            (Value::Elem(id), OutputKind::Tile(_)) | (Value::RowSum(id), OutputKind::RowPartial) => id,
+            (Value::RowSum(_), OutputKind::Tile(_)) => {
+                return Err(syn::Error::new(
+                    ty.span(),
+                    format!("`{name}` is a `row_sum` partial; declare this output as `RowPartial<f32>`"),
+                ));
+            }
+            (Value::Elem(_), OutputKind::RowPartial) => {
+                return Err(syn::Error::new(
+                    ty.span(),
+                    format!("`{name}` is an element-wise value; a `RowPartial<f32>` output needs `row_sum(...)`"),
+                ));
+            }
+        };
+        outputs.push(Output { name, kind: *kind, value });
+    }
+    if !outputs.iter().any(|o| matches!(o.kind, OutputKind::Tile(_))) {
+        return Err(syn::Error::new(
+            sig.output.span(),
+            "an epilogue needs at least one `Tile` output: the first one is the GEMM's D tensor",
+        ));
+    }
+    for (name, span) in &input_spans {
+        if lw.reads.get(name).copied().unwrap_or(0) == 0 {
+            return Err(syn::Error::new(*span, format!("input `{name}` is never used")));
+        }
+    }
+    for (name, span) in &lw.let_spans {
+        if lw.reads.get(name).copied().unwrap_or(0) == 0 {
+            return Err(syn::Error::new(*span, format!("`{name}` is computed but never used or returned")));
+        }
+    }
+    Ok(Program { name: sig.ident.to_string(), doc, config, inputs: lw.inputs, nodes: lw.nodes, outputs })
+}
+
+/// Finds the config of an `#[epilogue(...)]` / `#[coda::epilogue(...)]` attribute.
+pub fn epilogue_attr(item: &ItemFn) -> Option<&syn::Attribute> {
+    item.attrs.iter().find(|a| a.path().segments.last().is_some_and(|s| s.ident == "epilogue"))
+}
+
+/// Lowers every `#[epilogue]` function of a parsed Rust file, recursing into inline modules.
+pub fn lower_file(file: &syn::File) -> syn::Result<Vec<Program>> {
+    fn walk(items: &[syn::Item], out: &mut Vec<Program>) -> syn::Result<()> {
+        for item in items {
+            match item {
+                syn::Item::Fn(f) => {
+                    if let Some(attr) = epilogue_attr(f) {
+                        let args = match &attr.meta {
+                            syn::Meta::Path(_) => TokenStream::new(),
+                            syn::Meta::List(l) => l.tokens.clone(),
+                            syn::Meta::NameValue(nv) => {
+                                return Err(syn::Error::new(nv.span(), "use `#[epilogue(...)]`"));
+                            }
+                        };
+                        let config = parse_config(args)?;
+                        out.push(lower_fn(f, config)?);
+                    }
+                }
+                syn::Item::Mod(m) => {
+                    if let Some((_, items)) = &m.content {
+                        walk(items, out)?;
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+    let mut out = vec![];
+    walk(&file.items, &mut out)?;
+    Ok(out)
+}

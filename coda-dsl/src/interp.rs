@@ -1,0 +1,209 @@
+//! The CPU reference interpreter: runs a [`Program`] on host arrays with the
+//! exact semantics the GPU kernels must match. It is the oracle of every GPU test.
+//!
+//! Layouts (all row-major, `rows × n`): the accumulator and `Tile` inputs and
+//! outputs are `[rows, n]`, `PerRow` inputs `[rows]`, `PerCol` inputs `[n]`.
+//! A `RowPartial` output is returned logically as `[rows, n_tiles]`; see
+//! [`partials_from_device`] for the kernel's tile-major layout.
+
+use std::collections::HashMap;
+
+use crate::ir::{BinaryOp, DType, InputKind, Op, OutputKind, Program, UnaryOp};
+
+/// How each operation's result is rounded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Precision {
+    /// Everything in f64: the reference.
+    F64,
+    /// Every operation rounded to f32, stores rounded to their dtype: what the fused kernel does.
+    F32,
+    /// The unfused bf16 path (what op-by-op PyTorch does): the GEMM output and
+    /// every element-wise result rounded to bf16; reductions accumulate in f32.
+    Bf16Unfused,
+}
+
+impl Precision {
+    fn round(self, x: f64) -> f64 {
+        match self {
+            Precision::F64 => x,
+            Precision::F32 => x as f32 as f64,
+            Precision::Bf16Unfused => round_bf16(x),
+        }
+    }
+    fn store(self, x: f64, dtype: DType) -> f64 {
+        match (self, dtype) {
+            (Precision::F64, _) => x,
+            (_, DType::Bf16) => round_bf16(x),
+            (_, DType::F32) => x as f32 as f64,
+            (_, DType::I32) => x.round(),
+        }
+    }
+}
+
+/// Rounds to the nearest bf16 (ties to even), as a GPU store does.
+pub fn round_bf16(x: f64) -> f64 {
+    half::bf16::from_f32(x as f32).to_f64()
+}
+
+/// Named host inputs of one evaluation.
+#[derive(Clone, Debug, Default)]
+pub struct Inputs {
+    /// `rows × n` accumulator values (for `Bf16Unfused`, pass the unrounded sums).
+    pub acc: Vec<f64>,
+    pub tensors: HashMap<String, Vec<f64>>,
+    pub scalars: HashMap<String, f64>,
+}
+
+/// Evaluates `program` over `rows × n` outputs. Returns every output by name.
+pub fn evaluate(
+    program: &Program,
+    rows: usize,
+    n: usize,
+    inputs: &Inputs,
+    precision: Precision,
+) -> Result<HashMap<String, Vec<f64>>, String> {
+    let tile_n = program.config.tile_n;
+    let n_tiles = n.div_ceil(tile_n);
+    check_len("acc", &inputs.acc, rows * n)?;
+    for p in &program.inputs {
+        let want = match p.kind {
+            InputKind::Acc => continue,
+            InputKind::Scalar => {
+                if !inputs.scalars.contains_key(&p.name) {
+                    return Err(format!("scalar `{}` is missing", p.name));
+                }
+                continue;
+            }
+            InputKind::Tile(_) => rows * n,
+            InputKind::PerRow(_) => rows,
+            InputKind::PerCol(_) => n,
+        };
+        let t = inputs.tensors.get(&p.name).ok_or_else(|| format!("input `{}` is missing", p.name))?;
+        check_len(&p.name, t, want)?;
+    }
+
+    let mut outs: HashMap<String, Vec<f64>> = program
+        .outputs
+        .iter()
+        .map(|o| {
+            let len = match o.kind {
+                OutputKind::Tile(_) => rows * n,
+                OutputKind::RowPartial => rows * n_tiles,
+            };
+            (o.name.clone(), vec![0.0; len])
+        })
+        .collect();
+
+    // One row at a time: every node's value over the row's n columns.
+    let mut vals: Vec<Vec<f64>> = vec![vec![0.0; n]; program.nodes.len()];
+    for r in 0..rows {
+        for (id, node) in program.nodes.iter().enumerate() {
+            let mut v = std::mem::take(&mut vals[id]);
+            match node.op {
+                Op::Input(i) => {
+                    let p = &program.inputs[i];
+                    match p.kind {
+                        InputKind::Acc => {
+                            for c in 0..n {
+                                v[c] = precision.round(inputs.acc[r * n + c]);
+                            }
+                        }
+                        InputKind::Tile(_) => v.copy_from_slice(&inputs.tensors[&p.name][r * n..(r + 1) * n]),
+                        InputKind::PerRow(_) => v.fill(inputs.tensors[&p.name][r]),
+                        InputKind::PerCol(_) => v.copy_from_slice(&inputs.tensors[&p.name]),
+                        InputKind::Scalar => v.fill(inputs.scalars[&p.name]),
+                    }
+                }
+                Op::Const(x) => v.fill(precision.round(x)),
+                Op::Unary(op, a) => {
+                    for c in 0..n {
+                        v[c] = precision.round(unary(op, vals[a][c]));
+                    }
+                }
+                Op::Binary(op, a, b) => {
+                    for c in 0..n {
+                        v[c] = precision.round(binary(op, vals[a][c], vals[b][c]));
+                    }
+                }
+                Op::Select(k, a, b) => {
+                    for c in 0..n {
+                        v[c] = if vals[k][c] != 0.0 { vals[a][c] } else { vals[b][c] };
+                    }
+                }
+                // Sums are produced when the output is stored, below.
+                Op::RowSum(_) => {}
+            }
+            vals[id] = v;
+        }
+        for o in &program.outputs {
+            let out = outs.get_mut(&o.name).expect("allocated above");
+            match o.kind {
+                OutputKind::Tile(dtype) => {
+                    for c in 0..n {
+                        out[r * n + c] = precision.store(vals[o.value][c], dtype);
+                    }
+                }
+                OutputKind::RowPartial => {
+                    let Op::RowSum(src) = program.nodes[o.value].op else {
+                        return Err(format!("output `{}` is not a row_sum", o.name));
+                    };
+                    for t in 0..n_tiles {
+                        let cols = t * tile_n..((t + 1) * tile_n).min(n);
+                        out[r * n_tiles + t] = match precision {
+                            Precision::F64 => cols.map(|c| vals[src][c]).sum(),
+                            _ => cols.fold(0f32, |s, c| s + vals[src][c] as f32) as f64,
+                        };
+                    }
+                }
+            }
+        }
+    }
+    Ok(outs)
+}
+
+fn check_len(name: &str, v: &[f64], want: usize) -> Result<(), String> {
+    if v.len() == want { Ok(()) } else { Err(format!("`{name}` has {} elements, expected {want}", v.len())) }
+}
+
+pub fn unary(op: UnaryOp, x: f64) -> f64 {
+    match op {
+        UnaryOp::Neg => -x,
+        UnaryOp::Exp => x.exp(),
+        UnaryOp::Log => x.ln(),
+        UnaryOp::Sqrt => x.sqrt(),
+        UnaryOp::Rsqrt => 1.0 / x.sqrt(),
+        UnaryOp::Abs => x.abs(),
+        UnaryOp::Tanh => x.tanh(),
+        UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+        UnaryOp::Silu => x / (1.0 + (-x).exp()),
+    }
+}
+
+pub fn binary(op: BinaryOp, a: f64, b: f64) -> f64 {
+    match op {
+        BinaryOp::Add => a + b,
+        BinaryOp::Sub => a - b,
+        BinaryOp::Mul => a * b,
+        BinaryOp::Div => a / b,
+        BinaryOp::Max => a.max(b),
+        BinaryOp::Min => a.min(b),
+    }
+}
+
+/// Converts the kernel's tile-major partials `[n_tiles, m_padded]` (m fastest)
+/// into the interpreter's logical `[rows, n_tiles]`, for the listed rows.
+pub fn partials_from_device(device: &[f32], m_padded: usize, n_tiles: usize, rows: &[usize]) -> Vec<f64> {
+    let mut out = Vec::with_capacity(rows.len() * n_tiles);
+    for &m in rows {
+        for t in 0..n_tiles {
+            out.push(device[t * m_padded + m] as f64);
+        }
+    }
+    out
+}
+
+/// The aux reduction that finishes RMSNorm: `r[m] = rsqrt(Σ_t partial[m, t] / d + eps)`,
+/// over logical `[rows, n_tiles]` partials, in f64.
+pub fn rms_from_partials(partials: &[f64], n_tiles: usize, d: usize, eps: f64) -> Vec<f64> {
+    partials.chunks(n_tiles).map(|row| 1.0 / (row.iter().sum::<f64>() / d as f64 + eps).sqrt()).collect()
+}

@@ -1,0 +1,35 @@
+//! The CODA epilogue language, shared by the proc macro (`coda-macros`) and
+//! the build helper (`coda-codegen`), like cxx's syntax crate: one parser and
+//! checker ([`frontend`]), one IR ([`ir`]), one reference semantics ([`interp`]).
+//!
+//! A program is a Rust `fn` over the GEMM accumulator and other inputs:
+//!
+//! ```text
+//! #[coda::epilogue]
+//! /// o_proj epilogue: residual add, RMSNorm weight, partial sum of squares.
+//! fn residual_rms_partial(acc: Acc, z: Tile<bf16>, gamma: PerCol<bf16>)
+//!     -> (Tile<bf16>, Tile<bf16>, RowPartial<f32>) {
+//!     let h = acc + z;
+//!     let u = h * gamma;
+//!     let sq = row_sum(h * h);
+//!     (h, u, sq)
+//! }
+//! ```
+//!
+//! Inputs: `Acc` (the f32 accumulator), `Tile<T>` (`[M, N]`), `PerRow<T>`
+//! (`[M]`, one value per row), `PerCol<T>` (`[N]`, one value per column),
+//! `Scalar` (a runtime f32). Outputs are named after the returned `let`
+//! bindings: `Tile<T>` stores and `RowPartial<f32>` per-tile row sums.
+
+pub mod frontend;
+pub mod interp;
+pub mod ir;
+
+pub use frontend::{lower_file, lower_fn, parse_config};
+pub use ir::Program;
+
+/// The C symbol prefix of a program's launchers: `coda_<package>_<program>`.
+/// The macro and the build helper both derive it from `CARGO_PKG_NAME`.
+pub fn symbol_prefix(package: &str, program: &str) -> String {
+    format!("coda_{}_{}", package.replace('-', "_"), program)
+}

@@ -1,0 +1,80 @@
+//! The frontend: what a program lowers to, and the errors users get.
+
+use coda_dsl::ir::{BinaryOp, Config, DType, InputKind, Op, OutputKind, Schedule};
+use coda_dsl::{lower_fn, parse_config};
+use quote::quote;
+
+fn lower(item: proc_macro2::TokenStream) -> Result<coda_dsl::Program, String> {
+    let f: syn::ItemFn = syn::parse2(item).expect("valid Rust");
+    lower_fn(&f, Config::default()).map_err(|e| e.to_string())
+}
+
+#[test]
+fn o_proj_program_lowers_to_a_typed_dag() {
+    let p = lower(quote! {
+        /// o_proj epilogue.
+        fn residual_rms_partial(acc: Acc, z: Tile<bf16>, gamma: PerCol<bf16>)
+            -> (Tile<bf16>, Tile<bf16>, RowPartial<f32>) {
+            let h = acc + z;
+            let u = h * gamma;
+            let sq = row_sum(h * h);
+            (h, u, sq)
+        }
+    })
+    .unwrap();
+    assert_eq!(p.doc, "o_proj epilogue.");
+    let kinds: Vec<_> = p.inputs.iter().map(|i| i.kind).collect();
+    assert_eq!(kinds, [InputKind::Acc, InputKind::Tile(DType::Bf16), InputKind::PerCol(DType::Bf16)]);
+    let outs: Vec<_> = p.outputs.iter().map(|o| (o.name.as_str(), o.kind)).collect();
+    assert_eq!(outs, [("h", OutputKind::Tile(DType::Bf16)), ("u", OutputKind::Tile(DType::Bf16)), ("sq", OutputKind::RowPartial)]);
+    let h = p.outputs[0].value;
+    assert_eq!(p.nodes[h].op, Op::Binary(BinaryOp::Add, 0, 1));
+    let Op::RowSum(sq_src) = p.nodes[p.outputs[2].value].op else { panic!("sq is a row sum") };
+    assert_eq!(p.nodes[sq_src].op, Op::Binary(BinaryOp::Mul, h, h));
+    // The IR round-trips through JSON, which the macro embeds.
+    assert_eq!(coda_dsl::Program::from_json(&p.to_json()).unwrap(), p);
+    // Launch ABI order: tensor inputs, then outputs.
+    let names: Vec<_> = p.tensor_params().into_iter().map(|t| t.name).collect();
+    assert_eq!(names, ["z", "gamma", "h", "u", "sq"]);
+}
+
+#[test]
+fn config_attribute_is_parsed_and_checked() {
+    let c = parse_config(quote!(tile = (128, 128), cluster = (2, 1), schedule = pingpong)).unwrap();
+    assert_eq!((c.tile_m, c.tile_n, c.cluster_m, c.cluster_n, c.schedule), (128, 128, 2, 1, Schedule::Pingpong));
+    let bad = parse_config(quote!(tile = (64, 64))).unwrap_err().to_string();
+    assert!(bad.contains("tile (64, 64) is not supported"), "{bad}");
+    let bad = parse_config(quote!(tiles = (128, 128))).unwrap_err().to_string();
+    assert!(bad.contains("unknown epilogue option"), "{bad}");
+    let bad = parse_config(quote!(tile = (256, 128), schedule = pingpong)).unwrap_err().to_string();
+    assert!(bad.contains("pingpong schedule needs tile_m = 128"), "{bad}");
+}
+
+/// Each user error names the rule; spans are checked by the trybuild tests.
+#[test]
+fn user_errors_name_the_rule() {
+    let cases = [
+        (quote!(fn p(acc: Acc) -> Tile<bf16> { let y = gelu(acc); y }), "unknown function `gelu`"),
+        (quote!(fn p(acc: Acc) -> Tile<bf16> { let y = exp(acc, acc); y }), "`exp` takes 1 argument, got 2"),
+        (quote!(fn p(acc: Acc) -> Tile<bf16> { let y = acc + q; y }), "unknown name `q`"),
+        (quote!(fn p(acc: Acc, z: Tile<bf16>) -> Tile<bf16> { let y = acc; y }), "input `z` is never used"),
+        (quote!(fn p(acc: Acc) -> Tile<bf16> { let t = acc * 2.0; let y = acc; y }), "`t` is computed but never used"),
+        (quote!(fn p(acc: Acc) -> Tile<bf16> { let s = row_sum(acc); s }), "declare this output as `RowPartial<f32>`"),
+        (quote!(fn p(acc: Acc) -> RowPartial<f32> { let y = acc; y }), "needs `row_sum(...)`"),
+        (quote!(fn p(acc: Acc) -> Tile<bf16> { let s = row_sum(acc); let y = s + 1.0; y }), "per-tile partial, not an element-wise value"),
+        (quote!(fn p(acc: Acc) -> (Tile<bf16>, Tile<bf16>) { let y = acc; y }), "declares 2 outputs but the body returns 1"),
+        (quote!(fn p(z: Tile<bf16>) -> Tile<bf16> { let y = z; y }), "needs an `acc: Acc` input"),
+        (quote!(fn p(acc: Acc, a: Tile<bf16>) -> Tile<bf16> { let y = acc + a; y }), "`a` is reserved for the GEMM operand A"),
+        (quote!(fn p(acc: Acc) -> Tile<bf16> { let b = acc; b }), "`b` is reserved for the GEMM operand B"),
+        (quote!(fn p(acc: Acc, r: PerRow<f16>) -> Tile<bf16> { let y = acc * r; y }), "unknown element type `f16`"),
+        (quote!(fn p(acc: Acc, r: Row<f32>) -> Tile<bf16> { let y = acc * r; y }), "unknown input type `Row`"),
+        (quote!(fn p(acc: Acc) -> Tile<i32> { let y = acc; y }), "element type `i32` is not allowed here"),
+        (quote!(fn p(acc: Acc) -> RowPartial<f32> { let s = row_sum(acc); s }), "needs at least one `Tile` output"),
+        (quote!(fn p(acc: Acc) -> Tile<bf16> { acc * 2.0 }), "return a `let` name"),
+        (quote!(fn p(acc: Acc) -> Tile<bf16> { let y = acc % 2.0; y }), "only `+ - * /` are supported"),
+    ];
+    for (src, want) in cases {
+        let err = lower(src.clone()).expect_err(&src.to_string());
+        assert!(err.contains(want), "{src}\n  got: {err}\n  want: {want}");
+    }
+}

@@ -1,0 +1,155 @@
+//! The interpreter's semantics: partial layouts on ragged tiles, precisions,
+//! the device partial layout, and the RMSNorm reparameterisation in f64.
+
+use std::collections::HashMap;
+
+use coda_dsl::interp::{self, Inputs, Precision, round_bf16};
+use coda_dsl::ir::Config;
+use quote::quote;
+
+fn program(item: proc_macro2::TokenStream, config: Config) -> coda_dsl::Program {
+    coda_dsl::lower_fn(&syn::parse2(item).unwrap(), config).unwrap()
+}
+
+fn oproj() -> coda_dsl::Program {
+    program(
+        quote! {
+            fn residual_rms_partial(acc: Acc, z: Tile<bf16>, gamma: PerCol<bf16>)
+                -> (Tile<bf16>, Tile<bf16>, RowPartial<f32>) {
+                let h = acc + z;
+                let u = h * gamma;
+                let sq = row_sum(h * h);
+                (h, u, sq)
+            }
+        },
+        Config { tile_n: 128, tile_m: 128, ..Config::default() },
+    )
+}
+
+/// Deterministic, never-zero test values.
+fn values(n: usize, seed: u64) -> Vec<f64> {
+    (0..n).map(|i| (((i as u64 + 1) * 2654435761 ^ seed) % 1999) as f64 / 1000.0 - 0.9995).collect()
+}
+
+#[test]
+fn row_partials_cover_ragged_last_tile() {
+    let p = oproj();
+    let (rows, n) = (3, 300); // tiles of 128: 128 + 128 + 44 columns
+    let acc = values(rows * n, 1);
+    let z = values(rows * n, 2);
+    let inputs = Inputs {
+        acc: acc.clone(),
+        tensors: HashMap::from([("z".into(), z.clone()), ("gamma".into(), values(n, 3))]),
+        scalars: HashMap::new(),
+    };
+    let out = interp::evaluate(&p, rows, n, &inputs, Precision::F64).unwrap();
+    assert_eq!(out["sq"].len(), rows * 3);
+    for r in 0..rows {
+        for (t, cols) in [(0, 0..128), (1, 128..256), (2, 256..300)] {
+            let want: f64 = cols.map(|c| (acc[r * n + c] + z[r * n + c]).powi(2)).sum();
+            assert!((out["sq"][r * 3 + t] - want).abs() < 1e-12, "row {r} tile {t}");
+        }
+        let total: f64 = out["sq"][r * 3..r * 3 + 3].iter().sum();
+        let full: f64 = (0..n).map(|c| out["h"][r * n + c].powi(2)).sum();
+        assert!((total - full).abs() < 1e-9);
+    }
+}
+
+#[test]
+fn precisions_round_where_the_kernels_and_pytorch_do() {
+    let p = oproj();
+    let (rows, n) = (2, 16);
+    let inputs = Inputs {
+        acc: values(rows * n, 4),
+        tensors: HashMap::from([("z".into(), values(rows * n, 5)), ("gamma".into(), values(n, 6))]),
+        scalars: HashMap::new(),
+    };
+    let f64o = interp::evaluate(&p, rows, n, &inputs, Precision::F64).unwrap();
+    let f32o = interp::evaluate(&p, rows, n, &inputs, Precision::F32).unwrap();
+    let bf = interp::evaluate(&p, rows, n, &inputs, Precision::Bf16Unfused).unwrap();
+    for i in 0..rows * n {
+        // Fused: computed in f32, rounded once to bf16 on store.
+        assert_eq!(f32o["h"][i], round_bf16((inputs.acc[i] as f32 + inputs.tensors["z"][i] as f32) as f64));
+        // Unfused: the GEMM output itself is bf16 first.
+        assert_eq!(bf["h"][i], round_bf16(round_bf16(inputs.acc[i]) + inputs.tensors["z"][i]));
+        // Reference: exact.
+        assert_eq!(f64o["h"][i], inputs.acc[i] + inputs.tensors["z"][i]);
+    }
+}
+
+#[test]
+fn device_partials_layout_is_tile_major() {
+    // [n_tiles = 2, m_pad = 4]: m fastest.
+    let dev = [0.0f32, 1.0, 2.0, 3.0, 10.0, 11.0, 12.0, 13.0];
+    assert_eq!(interp::partials_from_device(&dev, 4, 2, &[1, 3]), vec![1.0, 11.0, 3.0, 13.0]);
+}
+
+#[test]
+fn reparameterised_norm_equals_rmsnorm_then_gemm() {
+    let p1 = oproj();
+    let p2 = program(quote! { fn rowscale(acc: Acc, r: PerRow<f32>) -> Tile<bf16> { let y = acc * r; y } }, Config::default());
+    let (rows, d, f, eps) = (5, 300, 7, 1e-5);
+    let (h0, z, gamma, w) = (values(rows * d, 7), values(rows * d, 8), values(d, 9), values(f * d, 10));
+    let o1 = interp::evaluate(
+        &p1,
+        rows,
+        d,
+        &Inputs { acc: h0.clone(), tensors: HashMap::from([("z".into(), z.clone()), ("gamma".into(), gamma.clone())]), scalars: HashMap::new() },
+        Precision::F64,
+    )
+    .unwrap();
+    let r = interp::rms_from_partials(&o1["sq"], p1.n_tiles(d), d, eps);
+    let gemm = |x: &[f64]| -> Vec<f64> {
+        let mut out = vec![0.0; rows * f];
+        for i in 0..rows {
+            for j in 0..f {
+                out[i * f + j] = (0..d).map(|k| x[i * d + k] * w[j * d + k]).sum();
+            }
+        }
+        out
+    };
+    let y = interp::evaluate(
+        &p2,
+        rows,
+        f,
+        &Inputs { acc: gemm(&o1["u"]), tensors: HashMap::from([("r".into(), r)]), scalars: HashMap::new() },
+        Precision::F64,
+    )
+    .unwrap()["y"]
+        .clone();
+    // Standard: RMSNorm(h; γ) then the GEMM.
+    let mut normed = vec![0.0; rows * d];
+    for i in 0..rows {
+        let h: Vec<f64> = (0..d).map(|k| h0[i * d + k] + z[i * d + k]).collect();
+        let rr = 1.0 / (h.iter().map(|v| v * v).sum::<f64>() / d as f64 + eps).sqrt();
+        for k in 0..d {
+            normed[i * d + k] = h[k] * rr * gamma[k];
+        }
+    }
+    let y_std = gemm(&normed);
+    for (a, b) in y.iter().zip(&y_std) {
+        assert!((a - b).abs() <= 1e-10 * b.abs().max(1e-3), "{a} vs {b}");
+    }
+}
+
+#[test]
+fn every_function_has_its_math_meaning() {
+    let p = program(
+        quote! {
+            fn maps(acc: Acc, s: Scalar) -> Tile<f32> {
+                let y = select(acc - 0.5, max(exp(acc), log(abs(acc) + s)), min(silu(acc) / sigmoid(acc), tanh(sqrt(abs(acc)) * rsqrt(s))));
+                y
+            }
+        },
+        Config::default(),
+    );
+    let acc = vec![0.5, -1.25, 2.0, 0.0];
+    let s = 1.5;
+    let out = interp::evaluate(&p, 1, 4, &Inputs { acc: acc.clone(), tensors: HashMap::new(), scalars: HashMap::from([("s".into(), s)]) }, Precision::F64)
+        .unwrap();
+    for (i, &x) in acc.iter().enumerate() {
+        let sig = 1.0 / (1.0 + (-x).exp());
+        let want = if x - 0.5 != 0.0 { x.exp().max((x.abs() + s).ln()) } else { (x * sig / sig).min((x.abs().sqrt() / s.sqrt()).tanh()) };
+        assert!((out["y"][i] - want).abs() < 1e-12, "x = {x}");
+    }
+}

@@ -1,0 +1,124 @@
+//! Program → the Rust module a user calls.
+
+use coda_dsl::ir::{DType, InputKind, Program, Shape};
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote};
+
+fn elem(d: DType) -> TokenStream {
+    match d {
+        DType::Bf16 => quote!(::coda_runtime::bf16),
+        DType::F32 => quote!(f32),
+        DType::I32 => quote!(i32),
+    }
+}
+
+fn dtype_path(d: DType) -> TokenStream {
+    match d {
+        DType::Bf16 => quote!(::coda_runtime::dsl::ir::DType::Bf16),
+        DType::F32 => quote!(::coda_runtime::dsl::ir::DType::F32),
+        DType::I32 => quote!(::coda_runtime::dsl::ir::DType::I32),
+    }
+}
+
+fn shape_doc(s: Shape) -> &'static str {
+    match s {
+        Shape::Tile => "`[M, N]` row-major",
+        Shape::PerRow => "`[M]`: one value per row",
+        Shape::PerCol => "`[N]`: one value per column",
+        Shape::RowPartial => "`[ceil(N / TILE_N), round_up(M, TILE_M)]` f32 partial row sums (tile-major)",
+    }
+}
+
+pub fn module(p: &Program, vis: &syn::Visibility) -> TokenStream {
+    let name = format_ident!("{}", p.name);
+    let package = std::env::var("CARGO_PKG_NAME").unwrap_or_default();
+    let prefix = coda_dsl::symbol_prefix(&package, &p.name);
+    let run_sym = format_ident!("{}_run", prefix);
+    let ws_sym = format_ident!("{}_workspace", prefix);
+    let doc = if p.doc.is_empty() { format!("Epilogue program `{}`.", p.name) } else { p.doc.clone() };
+    let json = p.to_json();
+    let (tile_m, tile_n) = (p.config.tile_m, p.config.tile_n);
+
+    let params = p.tensor_params();
+    let mut fields = vec![];
+    let mut infos = vec![];
+    let mut refs = vec![];
+    for t in &params {
+        let f = format_ident!("{}", t.name);
+        let ty = elem(t.dtype);
+        let role = if t.output { "Output" } else { "Input" };
+        let d = format!("{role} `{}`: {}.", t.name, shape_doc(t.shape));
+        if t.output {
+            fields.push(quote!(#[doc = #d] pub #f: &'a mut ::coda_runtime::Tensor<#ty>));
+            refs.push(quote!(::coda_runtime::TensorArg::output(&mut *#f)));
+        } else {
+            fields.push(quote!(#[doc = #d] pub #f: &'a ::coda_runtime::Tensor<#ty>));
+            refs.push(quote!(::coda_runtime::TensorArg::input(#f)));
+        }
+        let pname = &t.name;
+        let dt = dtype_path(t.dtype);
+        let shape = match t.shape {
+            Shape::Tile => quote!(::coda_runtime::dsl::ir::Shape::Tile),
+            Shape::PerRow => quote!(::coda_runtime::dsl::ir::Shape::PerRow),
+            Shape::PerCol => quote!(::coda_runtime::dsl::ir::Shape::PerCol),
+            Shape::RowPartial => quote!(::coda_runtime::dsl::ir::Shape::RowPartial),
+        };
+        let output = t.output;
+        infos.push(quote!(::coda_runtime::ParamInfo { name: #pname, shape: #shape, dtype: #dt, output: #output }));
+    }
+    let scalars: Vec<_> =
+        p.inputs.iter().filter(|i| i.kind == InputKind::Scalar).map(|i| format_ident!("{}", i.name)).collect();
+    let scalar_names: Vec<_> = scalars.iter().map(|s| s.to_string()).collect();
+    let field_names: Vec<_> = params.iter().map(|t| format_ident!("{}", t.name)).collect();
+    let lt = syn::Lifetime::new("'a", Span::call_site());
+
+    quote! {
+        #[doc = #doc]
+        #[allow(non_snake_case)]
+        #vis mod #name {
+            /// The arguments of one launch, by name.
+            pub struct Args<#lt> {
+                /// GEMM operand A: `[M, K]` row-major bf16.
+                pub a: &#lt ::coda_runtime::Tensor<::coda_runtime::bf16>,
+                /// GEMM operand B: a `Linear` weight `[N, K]` row-major bf16 (the GEMM computes `A · Bᵀ`).
+                pub b: &#lt ::coda_runtime::Tensor<::coda_runtime::bf16>,
+                #(#fields,)*
+                #(#[doc = "Runtime scalar."] pub #scalars: f32,)*
+            }
+
+            /// CTA tile height: partial buffers have `round_up(M, TILE_M)` rows.
+            pub const TILE_M: usize = #tile_m;
+            /// CTA tile width: there is one row partial per `TILE_N` columns.
+            pub const TILE_N: usize = #tile_n;
+            /// The checked program, as JSON (see [`program`]).
+            pub const IR_JSON: &str = #json;
+
+            /// The program's IR, e.g. for the CPU reference interpreter.
+            pub fn program() -> ::coda_runtime::dsl::Program {
+                ::coda_runtime::dsl::Program::from_json(IR_JSON).expect("the macro embeds valid IR")
+            }
+
+            unsafe extern "C" {
+                fn #run_sym(launch: *mut ::coda_runtime::ffi::GemmLaunch) -> i32;
+                fn #ws_sym(launch: *mut ::coda_runtime::ffi::GemmLaunch, bytes: *mut usize) -> i32;
+            }
+
+            /// The compiled kernel and its parameter rules.
+            pub static KERNEL: ::coda_runtime::Kernel = ::coda_runtime::Kernel {
+                name: #prefix,
+                tile_m: TILE_M,
+                tile_n: TILE_N,
+                params: &[#(#infos),*],
+                scalars: &[#(#scalar_names),*],
+                run: #run_sym,
+                workspace: #ws_sym,
+            };
+
+            /// Checks every argument (shape, dtype, alignment, device) and launches on `stream`.
+            pub fn launch(stream: &::coda_runtime::Stream, args: Args<'_>) -> ::core::result::Result<(), ::coda_runtime::Error> {
+                let Args { a, b, #(#field_names,)* #(#scalars,)* } = args;
+                KERNEL.launch(stream, a, b, &[#(#refs),*], &[#(#scalars),*])
+            }
+        }
+    }
+}

@@ -1,0 +1,43 @@
+//! The C ABI of generated launchers; mirrors `cutlass-templates/include/coda/launch.h`.
+
+use std::ffi::{c_char, c_void};
+
+#[repr(C)]
+pub struct GemmLaunch {
+    pub m: i64,
+    pub n: i64,
+    pub k: i64,
+    pub a: *const c_void,
+    pub b: *const c_void,
+    pub tensors: *const *mut c_void,
+    pub scalars: *const f32,
+    pub workspace: *mut c_void,
+    pub workspace_bytes: usize,
+    pub device_id: i32,
+    pub sm_count: i32,
+    pub stream: *mut c_void,
+    pub message: [c_char; 256],
+}
+
+pub type RunFn = unsafe extern "C" fn(*mut GemmLaunch) -> i32;
+pub type WorkspaceFn = unsafe extern "C" fn(*mut GemmLaunch, *mut usize) -> i32;
+
+impl GemmLaunch {
+    pub fn message(&self) -> String {
+        let bytes: Vec<u8> = self.message.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
+
+unsafe extern "C" {
+    pub fn coda_rms_finish(
+        partials: *const f32,
+        m: i64,
+        m_pad: i64,
+        n_tiles: i64,
+        inv_d: f32,
+        eps: f32,
+        r: *mut f32,
+        stream: *mut c_void,
+    ) -> i32;
+}

@@ -1,0 +1,33 @@
+//! The CODA runtime: launch GEMM-epilogue programs compiled by `coda-codegen`
+//! on a CUDA stream, with every argument checked first, and finish their
+//! partial statistics with aux reductions.
+//!
+//! ```text
+//! use coda_runtime as coda;
+//!
+//! #[coda::epilogue]
+//! fn rowscale(acc: Acc, r: PerRow<f32>) -> Tile<bf16> {
+//!     let y = acc * r;
+//!     y
+//! }
+//!
+//! let stream = coda::Stream::new(0)?;
+//! rowscale::launch(&stream, rowscale::Args { a: &x, b: &w, r: &r, y: &mut y })?;
+//! ```
+
+pub mod aux;
+pub mod baseline;
+mod error;
+pub mod ffi;
+mod kernel;
+mod stream;
+mod tensor;
+
+pub use coda_dsl as dsl;
+pub use cudarc;
+pub use coda_macros::epilogue;
+pub use error::Error;
+pub use half::bf16;
+pub use kernel::{ArgDesc, Kernel, ParamInfo, Problem, check_args};
+pub use stream::Stream;
+pub use tensor::{Element, Tensor, TensorArg};

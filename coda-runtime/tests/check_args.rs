@@ -1,0 +1,167 @@
+//! Argument rules, checked without a GPU: every bad input names the argument
+//! and the rule, and nothing is launched (the launchers here would abort).
+
+use coda_runtime::dsl::ir::{DType, Shape};
+use coda_runtime::ffi::GemmLaunch;
+use coda_runtime::{ArgDesc, Error, Kernel, ParamInfo, Problem, check_args};
+
+unsafe extern "C" fn never_run(_: *mut GemmLaunch) -> i32 {
+    std::process::abort()
+}
+unsafe extern "C" fn never_size(_: *mut GemmLaunch, _: *mut usize) -> i32 {
+    std::process::abort()
+}
+
+/// The o_proj program's rules: z, gamma in; h, u, sq out.
+static KERNEL: Kernel = Kernel {
+    name: "coda_test_residual_rms_partial",
+    tile_m: 128,
+    tile_n: 256,
+    params: &[
+        ParamInfo { name: "z", shape: Shape::Tile, dtype: DType::Bf16, output: false },
+        ParamInfo { name: "gamma", shape: Shape::PerCol, dtype: DType::Bf16, output: false },
+        ParamInfo { name: "h", shape: Shape::Tile, dtype: DType::Bf16, output: true },
+        ParamInfo { name: "u", shape: Shape::Tile, dtype: DType::Bf16, output: true },
+        ParamInfo { name: "sq", shape: Shape::RowPartial, dtype: DType::F32, output: true },
+    ],
+    scalars: &[],
+    run: never_run,
+    workspace: never_size,
+};
+
+struct Case {
+    dims: Vec<Vec<usize>>,
+    dtypes: Vec<DType>,
+    addrs: Vec<u64>,
+    ordinals: Vec<usize>,
+    on_stream: Vec<bool>,
+}
+
+const NAMES: [&str; 7] = ["a", "b", "z", "gamma", "h", "u", "sq"];
+
+/// A valid launch at M = 1000, N = 520, K = 264; each test breaks one thing.
+fn valid() -> Case {
+    let (m, n, k) = (1000, 520, 264);
+    let dims = vec![vec![m, k], vec![n, k], vec![m, n], vec![n], vec![m, n], vec![m, n], vec![3, 1024]];
+    let mut addrs = vec![];
+    let mut next = 0x1000_0000u64;
+    for (d, t) in dims.iter().zip([2, 2, 2, 2, 2, 2, 4]) {
+        addrs.push(next);
+        next += (d.iter().product::<usize>() * t) as u64 + 256;
+        next = next.div_ceil(256) * 256;
+    }
+    let mut dtypes = vec![DType::Bf16; 6];
+    dtypes.push(DType::F32);
+    Case { dims, dtypes, addrs, ordinals: vec![0; 7], on_stream: vec![true; 7] }
+}
+
+fn run(c: &Case) -> Result<Problem, Error> {
+    let descs: Vec<ArgDesc> = (0..7)
+        .map(|i| ArgDesc {
+            name: NAMES[i],
+            dtype: c.dtypes[i],
+            dims: &c.dims[i],
+            address: c.addrs[i],
+            bytes: c.dims[i].iter().product::<usize>() * c.dtypes[i].bytes(),
+            ordinal: c.ordinals[i],
+            on_stream: c.on_stream[i],
+        })
+        .collect();
+    check_args(&KERNEL, 0, &descs[0], &descs[1], &descs[2..], 0)
+}
+
+fn refused(c: &Case, name: &str, rule: &str) {
+    match run(c) {
+        Err(Error::Arg { name: n, rule: r }) => {
+            assert_eq!(n, name, "wrong argument named (rule: {r})");
+            assert!(r.contains(rule), "rule `{r}` should mention `{rule}`");
+        }
+        other => panic!("expected `{name}` to be refused for `{rule}`, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_valid_launch_passes() {
+    assert_eq!(run(&valid()).unwrap(), Problem { m: 1000, n: 520, k: 264 });
+}
+
+#[test]
+fn misaligned_leading_dimensions_are_refused() {
+    let mut c = valid();
+    c.dims[0] = vec![1000, 260];
+    c.dims[1] = vec![520, 260];
+    refused(&c, "a", "K = 260 must be a multiple of 8");
+    let mut c = valid();
+    c.dims[1] = vec![516, 264];
+    for i in [2, 4, 5] {
+        c.dims[i] = vec![1000, 516];
+    }
+    c.dims[3] = vec![516];
+    refused(&c, "b", "N = 516 must be a multiple of 8");
+}
+
+#[test]
+fn wrong_shapes_are_refused() {
+    let mut c = valid();
+    c.dims[1] = vec![520, 256];
+    refused(&c, "b", "must be [N, K] with K = 264");
+    let mut c = valid();
+    c.dims[2] = vec![1000, 512];
+    refused(&c, "z", "shape [1000, 512] must be [M, N] = [1000, 520]");
+    let mut c = valid();
+    c.dims[3] = vec![1000];
+    refused(&c, "gamma", "must be [N] = [520]");
+    let mut c = valid();
+    c.dims[6] = vec![3, 1000];
+    refused(&c, "sq", "round_up(M, 128)] = [3, 1024]");
+    let mut c = valid();
+    c.dims[0] = vec![1000 * 264];
+    refused(&c, "a", "must be rank 2");
+}
+
+#[test]
+fn empty_shapes_are_refused() {
+    let mut c = valid();
+    c.dims[0] = vec![0, 264];
+    refused(&c, "a", "is empty");
+    let mut c = valid();
+    c.dims[1] = vec![0, 264];
+    refused(&c, "b", "is empty");
+}
+
+#[test]
+fn dtype_mismatches_are_refused() {
+    let mut c = valid();
+    c.dtypes[6] = DType::Bf16;
+    refused(&c, "sq", "dtype must be F32");
+    let mut c = valid();
+    c.dtypes[0] = DType::F32;
+    refused(&c, "a", "GEMM operands are bf16");
+}
+
+#[test]
+fn misaligned_addresses_are_refused() {
+    let mut c = valid();
+    c.addrs[3] += 8;
+    refused(&c, "gamma", "must be 16-byte aligned");
+}
+
+#[test]
+fn other_devices_and_streams_are_refused() {
+    let mut c = valid();
+    c.ordinals[4] = 1;
+    refused(&c, "h", "is on device 1");
+    let mut c = valid();
+    c.on_stream[2] = false;
+    refused(&c, "z", "allocated on another stream");
+}
+
+#[test]
+fn outputs_must_not_alias() {
+    let mut c = valid();
+    c.addrs[4] = c.addrs[2]; // h over z: an in-place residual update
+    refused(&c, "h", "output overlaps `z`");
+    let mut c = valid();
+    c.addrs[5] = c.addrs[4] + 64; // u overlaps h
+    refused(&c, "h", "output overlaps `u`");
+}

@@ -1,0 +1,196 @@
+// Assembles a CUTLASS 3.x SM90 TMA warp-specialized GEMM around a generated
+// epilogue visitor tree, and runs it on a caller-owned stream.
+//
+// Layouts: A row-major [M,K], B a PyTorch Linear weight [N,K] (column-major
+// [K,N] in CUTLASS terms, "TN"), C and D row-major [M,N], f32 accumulation.
+#pragma once
+
+#include <cstdio>
+#include <cstring>
+
+#include <cuda_runtime.h>
+
+#include "cute/tensor.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp"
+#include "cutlass/gemm/collective/collective_builder.hpp"
+#include "cutlass/gemm/device/gemm_universal_adapter.h"
+#include "cutlass/gemm/dispatch_policy.hpp"
+#include "cutlass/gemm/kernel/gemm_universal.hpp"
+#include "cutlass/util/packed_stride.hpp"
+
+#include "coda/launch.h"
+#include "coda/math.hpp"
+
+#ifndef NDEBUG
+#error "CODA kernels must be built with -DNDEBUG: without it ptxas serializes wgmma (C7510)."
+#endif
+
+namespace coda::sm90 {
+
+using namespace cute;
+using cutlass::bfloat16_t;
+using namespace cutlass::epilogue::fusion;
+
+constexpr auto kRound = cutlass::FloatRoundStyle::round_to_nearest;
+
+// The two schedules we generate: kernel schedule + matching epilogue schedule.
+struct Cooperative {
+  using Kernel = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+  using Epilogue = cutlass::epilogue::TmaWarpSpecializedCooperative;
+};
+struct Pingpong {
+  using Kernel = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
+  using Epilogue = cutlass::epilogue::TmaWarpSpecialized;
+};
+
+// Epilogue tile, stage counts and aux smem layouts, as the builder derives them.
+template <class TileShape, class Schedule, class ElementC, class ElementD>
+using EpilogueDescriptor = cutlass::epilogue::collective::detail::EpilogueDescriptor<
+    TileShape, cutlass::epilogue::collective::EpilogueTileAuto, ElementC, ElementD,
+    typename Schedule::Epilogue>;
+
+// An [M,N] row-major bf16/f32 tile loaded through TMA (not the C operand).
+template <class Desc, class Element>
+using TileLoad = Sm90AuxLoad<
+    cutlass::epilogue::collective::detail::AuxLoadDescriptor<Desc, cutlass::layout::RowMajor, Element>::Stages,
+    typename Desc::EpilogueTile, Element,
+    typename cutlass::epilogue::collective::detail::AuxLoadDescriptor<Desc, cutlass::layout::RowMajor, Element>::Stride,
+    typename cutlass::epilogue::collective::detail::AuxLoadDescriptor<Desc, cutlass::layout::RowMajor, Element>::SmemLayoutAtom,
+    typename cutlass::epilogue::collective::detail::AuxLoadDescriptor<Desc, cutlass::layout::RowMajor, Element>::CopyOpS2R>;
+
+// An [M,N] row-major tile stored through TMA beside D.
+template <class Desc, class Element>
+using TileStore = Sm90AuxStore<
+    cutlass::epilogue::collective::detail::AuxStoreDescriptor<Desc, cutlass::layout::RowMajor, Element>::Stages,
+    typename Desc::EpilogueTile, Element, kRound,
+    typename cutlass::epilogue::collective::detail::AuxStoreDescriptor<Desc, cutlass::layout::RowMajor, Element>::Stride,
+    typename cutlass::epilogue::collective::detail::AuxStoreDescriptor<Desc, cutlass::layout::RowMajor, Element>::SmemLayoutAtom,
+    typename cutlass::epilogue::collective::detail::AuxStoreDescriptor<Desc, cutlass::layout::RowMajor, Element>::CopyOpR2S>;
+
+// The stride of a packed row-major [M,N] tile (TileLoad/TileStore arguments).
+using TileStride = cutlass::detail::TagToStrideC_t<cutlass::layout::RowMajor>;
+inline TileStride tile_stride(int64_t m, int64_t n) {
+  return cutlass::make_cute_packed_stride(TileStride{}, cute::make_shape(int(m), int(n), 1));
+}
+
+// A length-N vector broadcast down the rows (one value per column: gamma, bias).
+template <class TileShape, class Element>
+using PerColLoad = Sm90RowBroadcast<0, TileShape, Element, float, Stride<_0, _1, _0>>;
+
+// A length-M vector broadcast across the columns (one value per row: r, s).
+template <class TileShape, class Element>
+using PerRowLoad = Sm90ColBroadcast<0, TileShape, Element, float, Stride<_1, _0, _0>>;
+
+// A runtime f32 scalar.
+using ScalarLoad = Sm90ScalarBroadcast<float>;
+
+// Per-row sums over each tile's columns, written without atomics as f32
+// partials laid out [ceil(N/tileN), round_up(M, tileM)] (tile-major, m fastest).
+template <class TileShape>
+using RowSumPartials = Sm90ColReduction<cutlass::plus, cutlass::plus, cutlass::plus, 0, TileShape, float, float,
+                                        kRound, Stride<_1, _0, _0>, 4, true, /*FinalReduction=*/false>;
+
+// The DAG's last node: D's value, converted to ElementD by Sm90Compute.
+template <class F>
+struct PassThrough {
+  CUTLASS_HOST_DEVICE F operator()(F const& x) const { return x; }
+};
+
+// The kernel: mainloop stages fill what the epilogue leaves of shared memory.
+template <class TileShape, class ClusterShape, class Schedule, class ElementC, class ElementD, class Fusion>
+struct Gemm {
+  using ElementA = bfloat16_t;
+  using ElementB = bfloat16_t;
+  static constexpr int kAlignAB = 8;
+  static constexpr int kAlignC = cute::is_void_v<ElementC> ? 8 : 128 / cutlass::sizeof_bits<ElementC>::value;
+  static constexpr int kAlignD = cute::is_void_v<ElementD> ? 8 : 128 / cutlass::sizeof_bits<ElementD>::value;
+
+  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float,
+      ElementC, cutlass::layout::RowMajor, kAlignC,
+      ElementD, cutlass::layout::RowMajor, kAlignD,
+      typename Schedule::Epilogue, Fusion>::CollectiveOp;
+
+  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
+      ElementA, cutlass::layout::RowMajor, kAlignAB,
+      ElementB, cutlass::layout::ColumnMajor, kAlignAB, float, TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+          sizeof(typename CollectiveEpilogue::SharedStorage))>,
+      typename Schedule::Kernel>::CollectiveOp;
+
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, CollectiveMainloop,
+                                                      CollectiveEpilogue>;
+  using Adapter = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+  using Arguments = typename Adapter::Arguments;
+  using EpilogueArguments = typename Fusion::Arguments;
+
+  static Arguments arguments(CodaGemmLaunch const& p, void const* c, void* d, EpilogueArguments const& epi) {
+    int M = int(p.m), N = int(p.n), K = int(p.k);
+    using StrideA = typename Kernel::StrideA;
+    using StrideB = typename Kernel::StrideB;
+    using StrideC = typename Kernel::StrideC;
+    using StrideD = typename Kernel::StrideD;
+    cutlass::KernelHardwareInfo hw;
+    hw.device_id = p.device_id;
+    hw.sm_count = p.sm_count;
+    Arguments args{
+        cutlass::gemm::GemmUniversalMode::kGemm,
+        {M, N, K, 1},
+        {static_cast<ElementA const*>(p.a), cutlass::make_cute_packed_stride(StrideA{}, {M, K, 1}),
+         static_cast<ElementB const*>(p.b), cutlass::make_cute_packed_stride(StrideB{}, {N, K, 1})},
+        {epi, static_cast<typename CollectiveEpilogue::ElementC const*>(c),
+         cutlass::make_cute_packed_stride(StrideC{}, {M, N, 1}),
+         static_cast<typename CollectiveEpilogue::ElementD*>(d),
+         cutlass::make_cute_packed_stride(StrideD{}, {M, N, 1})},
+        hw};
+    return args;
+  }
+};
+
+inline int fail(CodaGemmLaunch& p, int code, char const* what, char const* detail) {
+  std::snprintf(p.message, sizeof(p.message), "%s: %s", what, detail);
+  return code;
+}
+
+template <class G>
+int workspace_size(CodaGemmLaunch& p, typename G::Arguments const& args, size_t* bytes) {
+  *bytes = G::Adapter::get_workspace_size(args);
+  return CODA_OK;
+}
+
+// can_implement → initialize (workspace, smem attribute) → launch on p.stream.
+template <class G>
+int run(CodaGemmLaunch& p, typename G::Arguments const& args) {
+  if (p.stream == nullptr) {
+    return fail(p, CODA_BAD_ARGUMENT, "stream", "the null stream is not allowed; pass a created stream");
+  }
+  auto stream = static_cast<cudaStream_t>(p.stream);
+  size_t need = G::Adapter::get_workspace_size(args);
+  if (need > p.workspace_bytes) {
+    return fail(p, CODA_BAD_ARGUMENT, "workspace", "smaller than the kernel's workspace size");
+  }
+  typename G::Adapter gemm;
+  cutlass::Status st = gemm.can_implement(args);
+  if (st != cutlass::Status::kSuccess) {
+    return fail(p, CODA_CANNOT_IMPLEMENT, "CUTLASS can_implement", cutlass::cutlassGetStatusString(st));
+  }
+  st = gemm.initialize(args, p.workspace, stream);
+  if (st != cutlass::Status::kSuccess) {
+    return fail(p, CODA_INIT_FAILED, "CUTLASS initialize", cutlass::cutlassGetStatusString(st));
+  }
+  st = gemm.run(stream);
+  if (st != cutlass::Status::kSuccess) {
+    return fail(p, CODA_LAUNCH_FAILED, "CUTLASS run", cutlass::cutlassGetStatusString(st));
+  }
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) {
+    return fail(p, CODA_LAUNCH_FAILED, "kernel launch", cudaGetErrorString(err));
+  }
+  return CODA_OK;
+}
+
+}  // namespace coda::sm90

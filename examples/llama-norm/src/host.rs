@@ -1,0 +1,98 @@
+//! Host-side data and f64 references for checking the kernels.
+
+use coda_runtime::bf16;
+
+/// SplitMix64: a small deterministic generator for test data.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in `[lo, hi)`.
+    pub fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
+        lo + (hi - lo) * (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    pub fn bf16s(&mut self, n: usize, lo: f64, hi: f64) -> Vec<bf16> {
+        (0..n).map(|_| bf16::from_f64(self.uniform(lo, hi))).collect()
+    }
+}
+
+pub fn to_f64(v: &[bf16]) -> Vec<f64> {
+    v.iter().map(|x| x.to_f64()).collect()
+}
+
+/// `out[i, j] = Σ_k x[rows[i], k] · w[j, k]` in f64, for the listed rows of
+/// `x` `[*, k]` and all rows of `w` `[n, k]`; rows are split across threads.
+pub fn linear_rows(x: &[f64], w: &[f64], k: usize, rows: &[usize]) -> Vec<f64> {
+    let n = w.len() / k;
+    let mut out = vec![0.0; rows.len() * n];
+    let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
+    let chunk = rows.len().div_ceil(threads).max(1);
+    std::thread::scope(|s| {
+        for (rs, outs) in rows.chunks(chunk).zip(out.chunks_mut(chunk * n)) {
+            s.spawn(move || {
+                for (i, &r) in rs.iter().enumerate() {
+                    let xr = &x[r * k..(r + 1) * k];
+                    for j in 0..n {
+                        let wr = &w[j * k..(j + 1) * k];
+                        outs[i * n + j] = xr.iter().zip(wr).map(|(a, b)| a * b).sum();
+                    }
+                }
+            });
+        }
+    });
+    out
+}
+
+/// The rows a large check compares: the first and last tiles (the ragged
+/// edge) and a spread of random rows in between, sorted and distinct.
+pub fn sample_rows(m: usize, count: usize, rng: &mut Rng) -> Vec<usize> {
+    if m <= count {
+        return (0..m).collect();
+    }
+    let mut rows: Vec<usize> = (0..64.min(m)).chain(m.saturating_sub(64)..m).collect();
+    while rows.len() < count {
+        rows.push((rng.next_u64() % m as u64) as usize);
+    }
+    rows.sort_unstable();
+    rows.dedup();
+    rows
+}
+
+/// `max |a − b|`; NaN anywhere counts as infinitely far.
+pub fn max_abs_diff(a: &[f64], b: &[f64]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(b).map(|(x, y)| if x.is_nan() || y.is_nan() { f64::INFINITY } else { (x - y).abs() }).fold(0.0, f64::max)
+}
+
+/// One output's comparison: ours and the unfused bf16 path, both against the f64 reference.
+#[derive(Clone, Debug)]
+pub struct Check {
+    pub output: String,
+    /// `max |ours − ref|`
+    pub err: f64,
+    /// `max |bf16 op-by-op − ref|`
+    pub yardstick: f64,
+}
+
+impl Check {
+    pub fn new(output: &str, ours: &[f64], bf16_path: &[f64], reference: &[f64]) -> Check {
+        Check {
+            output: output.to_string(),
+            err: max_abs_diff(ours, reference),
+            yardstick: max_abs_diff(bf16_path, reference),
+        }
+    }
+    /// The project's criterion: `err ≤ 2 · yardstick + 1e-6`.
+    pub fn pass(&self) -> bool {
+        self.err <= 2.0 * self.yardstick + 1e-6
+    }
+}

@@ -1,0 +1,9 @@
+use coda_runtime as coda;
+
+#[coda::epilogue]
+fn act(acc: Acc) -> Tile<bf16> {
+    let y = gelu(acc);
+    y
+}
+
+fn main() {}
