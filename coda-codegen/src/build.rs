@@ -194,7 +194,11 @@ fn nvcc(compiler: &cc::Tool, cu: &Path, obj: &Path) -> Result<(), String> {
     let tmp = obj.with_extension(format!("o.tmp{}", std::process::id()));
     let mut cmd: Command = compiler.to_command();
     cmd.arg("-c").arg(cu).arg("-o").arg(&tmp);
-    let shown = format!("{cmd:?}");
+    let shown = std::iter::once(cmd.get_program())
+        .chain(cmd.get_args())
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join(" ");
     let out = cmd.output().map_err(|e| format!("coda: cannot run nvcc ({shown}): {e}"))?;
     if !out.status.success() {
         let _ = std::fs::remove_file(&tmp);

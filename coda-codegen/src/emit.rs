@@ -19,6 +19,8 @@ fn cpp_elem(d: DType) -> &'static str {
 fn shape_doc(s: Shape, tile_m: usize, tile_n: usize) -> String {
     match s {
         Shape::Tile => "[M, N]".into(),
+        Shape::HalfTile => "[M, N/2]".into(),
+        Shape::DoubleTile => "[M, 2N]".into(),
         Shape::PerRow => "[M]".into(),
         Shape::PerCol => "[N]".into(),
         Shape::RowPartial => format!("[ceil(N/{tile_n}), round_up(M, {tile_m})]"),
@@ -68,7 +70,7 @@ pub fn emit(program: &Program, package: &str) -> String {
     for (i, t) in program.tensor_params().iter().enumerate() {
         let role = if Some(i) == plan.c_tensor {
             " (C operand)"
-        } else if i == plan.d_tensor {
+        } else if Some(i) == plan.d_tensor {
             " (D operand)"
         } else {
             ""
@@ -85,14 +87,16 @@ pub fn emit(program: &Program, package: &str) -> String {
     for (i, name) in program.scalar_params().iter().enumerate() {
         let _ = writeln!(s, "// Launch scalars: [{i}] {name}");
     }
-    let _ = writeln!(s, "#include \"coda/sm90_gemm.hpp\"\n");
+    let _ = writeln!(s, "#include \"coda/sm90_gemm.hpp\"");
+    let _ = writeln!(s, "#include \"coda/pairwise.hpp\"\n");
     let _ = writeln!(s, "namespace {ns} {{\nusing namespace coda::sm90;\n");
     let _ = writeln!(s, "using TileShape = Shape<_{}, _{}, _64>;", cfg.tile_m, cfg.tile_n);
     let _ = writeln!(s, "using ClusterShape = Shape<_{}, _{}, _1>;", cfg.cluster_m, cfg.cluster_n);
     let _ = writeln!(s, "using Schedule = {sched};");
     let _ = writeln!(s, "using ElementC = {};", plan.element_c.map_or("void", cpp_elem));
-    let _ = writeln!(s, "using ElementD = {};", cpp_elem(plan.element_d));
-    let _ = writeln!(s, "using Desc = EpilogueDescriptor<TileShape, Schedule, ElementC, ElementD>;\n");
+    let _ = writeln!(s, "using ElementD = {};", plan.element_d.map_or("void", cpp_elem));
+    let epi = if plan.element_d.is_some() { "ElementD" } else { cpp_elem(plan.element_epilogue) };
+    let _ = writeln!(s, "using Desc = EpilogueDescriptor<TileShape, Schedule, ElementC, {epi}>;\n");
 
     // One functor per fused compute node.
     for node in &plan.nodes {
@@ -108,17 +112,29 @@ pub fn emit(program: &Program, package: &str) -> String {
             EvtKind::AccFetch => "Sm90AccFetch".to_string(),
             EvtKind::SrcFetch => "Sm90SrcFetch<ElementC>".to_string(),
             EvtKind::TileLoad(d) => format!("TileLoad<Desc, {}>", cpp_elem(*d)),
+            EvtKind::PairTileLoad(d, part) => format!("PairTileLoad<{}, {part}>", cpp_elem(*d)),
             EvtKind::PerRowLoad(d) => format!("PerRowLoad<TileShape, {}>", cpp_elem(*d)),
             EvtKind::PerColLoad(d) => format!("PerColLoad<TileShape, {}>", cpp_elem(*d)),
             EvtKind::Scalar(_) => "ScalarLoad".to_string(),
             EvtKind::Compute { .. } => format!("Sm90Compute<Compute_{}, float, float, kRound>", node.name),
             EvtKind::TileStore(d) => format!("TileStore<Desc, {}>", cpp_elem(*d)),
+            EvtKind::HalfTileStore(d) => {
+                format!("ResizedTileStore<Desc::StagesD, typename Desc::EpilogueTile, {}, 1, 2>", cpp_elem(*d))
+            }
+            EvtKind::DoubleTileStore(d) => {
+                format!("ResizedTileStore<Desc::StagesD, typename Desc::EpilogueTile, {}, 2, 1>", cpp_elem(*d))
+            }
             EvtKind::RowSumPartials => "RowSumPartials<TileShape>".to_string(),
             EvtKind::StoreD(_) => "Sm90Compute<PassThrough, ElementD, float, kRound>".to_string(),
         };
         let _ = writeln!(s, "using Node_{} = {ty};  // {}", node.name, node.origin);
     }
-    let _ = writeln!(s, "\nusing Epilogue = Sm90TopologicalVisitor<float,\n    cute::tuple<");
+    if plan.element_d.is_some() {
+        let _ = writeln!(s, "\nusing Epilogue = Sm90TopologicalVisitor<float,\n    cute::tuple<");
+    } else {
+        let _ = writeln!(s, "\n// No Tile output: D is void, the stores above are the outputs.");
+        let _ = writeln!(s, "using Epilogue = VoidD<{epi}, Sm90TopologicalVisitor<float,\n    cute::tuple<");
+    }
     for (i, node) in plan.nodes.iter().enumerate() {
         let kids = node.children.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", ");
         let comma = if i + 1 < plan.nodes.len() { "," } else { "" };
@@ -126,15 +142,19 @@ pub fn emit(program: &Program, package: &str) -> String {
     }
     let _ = writeln!(s, "    >,");
     let list = plan.nodes.iter().map(|n| format!("Node_{}", n.name)).collect::<Vec<_>>();
-    let _ = writeln!(s, "    {}>;\n", list.join(",\n    "));
+    let close = if plan.element_d.is_some() { ">" } else { ">>" };
+    let _ = writeln!(s, "    {}{close};\n", list.join(",\n    "));
     let _ = writeln!(s, "using Kernel = Gemm<TileShape, ClusterShape, Schedule, ElementC, ElementD, Epilogue>;\n");
 
     // Arguments, in DAG order.
     let _ = writeln!(s, "// Node arguments, in DAG order, from the launch's tensors and scalars.");
     let _ = writeln!(s, "inline Kernel::Arguments arguments(CodaGemmLaunch const& p) {{");
-    let _ = writeln!(s, "  int64_t const M = p.m, N = p.n;");
+    if plan.nodes.iter().any(|n| matches!(n.kind, EvtKind::TileLoad(_) | EvtKind::TileStore(_))) {
+        let _ = writeln!(s, "  int64_t const M = p.m, N = p.n;");
+    }
     let c_arg = plan.c_tensor.map_or("nullptr".to_string(), |i| format!("p.tensors[{i}]"));
-    let _ = writeln!(s, "  return Kernel::arguments(p, /*C=*/{c_arg}, /*D=*/p.tensors[{}], {{", plan.d_tensor);
+    let d_arg = plan.d_tensor.map_or("nullptr".to_string(), |i| format!("p.tensors[{i}]"));
+    let _ = writeln!(s, "  return Kernel::arguments(p, /*C=*/{c_arg}, /*D=*/{d_arg}, {{");
     for (i, node) in plan.nodes.iter().enumerate() {
         let t = node.tensor.map(|k| format!("p.tensors[{k}]")).unwrap_or_default();
         let arg = match &node.kind {
@@ -142,6 +162,10 @@ pub fn emit(program: &Program, package: &str) -> String {
             EvtKind::TileLoad(d) => {
                 let e = cpp_elem(*d);
                 format!("{{static_cast<{e} const*>({t}), {e}(0), tile_stride(M, N)}}")
+            }
+            EvtKind::PairTileLoad(d, _) => format!("{{static_cast<{} const*>({t})}}", cpp_elem(*d)),
+            EvtKind::HalfTileStore(d) | EvtKind::DoubleTileStore(d) => {
+                format!("{{static_cast<{}*>({t})}}", cpp_elem(*d))
             }
             EvtKind::PerRowLoad(d) | EvtKind::PerColLoad(d) => {
                 let e = cpp_elem(*d);
@@ -187,10 +211,16 @@ fn emit_functor(s: &mut String, p: &Program, plan: &Plan, root: NodeId, name: &s
             _ => format!("t{id}"),
         }
     };
+    // `unpair` reads its operand across the slots of a column pair (the operand is a node of its own).
+    let array = |id: NodeId| plan.nodes[plan.value_node[id].expect("unpaired values are materialized")].name.clone();
+    let code = |op: &Op| match *op {
+        Op::Unpair(x, part) => format!("{}[(i & ~1) | {part}]", array(x)),
+        _ => expr(op, &reference),
+    };
     for id in (0..p.nodes.len()).filter(|&i| inline[i] && !matches!(p.nodes[i].op, Op::Const(_))) {
-        let _ = writeln!(s, "      float const t{id} = {};", expr(&p.nodes[id].op, &reference));
+        let _ = writeln!(s, "      float const t{id} = {};", code(&p.nodes[id].op));
     }
-    let _ = writeln!(s, "      out[i] = {};", expr(&p.nodes[root].op, &reference));
+    let _ = writeln!(s, "      out[i] = {};", code(&p.nodes[root].op));
     let _ = writeln!(s, "    }}\n    return out;\n  }}\n}};\n");
 }
 
@@ -210,6 +240,8 @@ fn expr(op: &Op, r: &dyn Fn(NodeId) -> String) -> String {
                 UnaryOp::Rsqrt => format!("coda::math::rsqrt({a})"),
                 UnaryOp::Sigmoid => format!("coda::math::sigmoid({a})"),
                 UnaryOp::Silu => format!("coda::math::silu({a})"),
+                UnaryOp::Cos => format!("cosf({a})"),
+                UnaryOp::Sin => format!("sinf({a})"),
             }
         }
         Op::Binary(b, x, y) => {
@@ -224,6 +256,9 @@ fn expr(op: &Op, r: &dyn Fn(NodeId) -> String) -> String {
             }
         }
         Op::Select(c, a, b) => format!("coda::math::select({}, {}, {})", r(c), r(a), r(b)),
+        // Half-width values sit duplicated in both slots of their pair: slot parity picks.
+        Op::Pair(a, b) => format!("(i & 1) ? {} : {}", r(b), r(a)),
+        Op::Unpair(..) => unreachable!("emitted by the functor, which knows the operand's node"),
         Op::RowSum(_) => unreachable!("row sums are store nodes"),
     }
 }

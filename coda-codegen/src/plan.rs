@@ -4,14 +4,18 @@
 //! - every used input becomes one load node (the accumulator fetch, the C
 //!   operand, a TMA tile load, a row/column broadcast or a scalar);
 //! - the first `Tile` output is the GEMM's D; the first `Tile` input of the
-//!   same dtype is the C operand (loaded by the collective);
-//! - a value becomes its own compute node when it is stored, reduced, or used
-//!   more than once; everything else is inlined into its consumer, so
-//!   element-wise code is fused into as few nodes as possible;
-//! - every other output becomes a store node (TMA tile store, row-sum partials);
-//! - the last node converts D's value to D's element type.
+//!   same dtype is the C operand (loaded by the collective); with no `Tile`
+//!   output D is void;
+//! - each half of an `unpair`ed `DoubleTile` input is its own load node;
+//! - a value becomes its own compute node when it is stored, reduced, used
+//!   more than once, or `unpair`ed (its pairs are read across fragment
+//!   slots); everything else is inlined into its consumer, so element-wise
+//!   code is fused into as few nodes as possible;
+//! - every other output becomes a store node (TMA tile store, resized
+//!   half/double-width TMA store, row-sum partials);
+//! - with a D, the last node converts D's value to D's element type.
 
-use coda_dsl::ir::{DType, InputKind, NodeId, Op, OutputKind, Program};
+use coda_dsl::ir::{DType, InputKind, NodeId, Op, OutputKind, Program, Width};
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum EvtKind {
@@ -19,6 +23,8 @@ pub enum EvtKind {
     /// The collective's C operand.
     SrcFetch,
     TileLoad(DType),
+    /// The even (0) or odd (1) columns of a `DoubleTile` input.
+    PairTileLoad(DType, u8),
     PerRowLoad(DType),
     PerColLoad(DType),
     /// Index into the launch's scalar array.
@@ -26,6 +32,10 @@ pub enum EvtKind {
     /// A fused element-wise computation of IR node `root`.
     Compute { root: NodeId },
     TileStore(DType),
+    /// `[M, N/2]` from one half-width value.
+    HalfTileStore(DType),
+    /// `[M, 2N]` from two full-width values (even and odd columns).
+    DoubleTileStore(DType),
     RowSumPartials,
     /// Converts D's value to its element type: the DAG's output.
     StoreD(DType),
@@ -47,10 +57,13 @@ pub struct EvtNode {
 pub struct Plan {
     pub nodes: Vec<EvtNode>,
     pub element_c: Option<DType>,
-    pub element_d: DType,
+    /// `None`: no `Tile` output, D is void.
+    pub element_d: Option<DType>,
+    /// The element type that sizes the epilogue tile: D's, else the first store's.
+    pub element_epilogue: DType,
     /// Launch tensor index of C and D.
     pub c_tensor: Option<usize>,
-    pub d_tensor: usize,
+    pub d_tensor: Option<usize>,
     /// For each IR node: the EVT node holding its value, if it is materialized.
     pub value_node: Vec<Option<usize>>,
 }
@@ -60,29 +73,46 @@ pub fn plan(p: &Program) -> Plan {
     let tensor_index = |name: &str, output: bool| {
         params.iter().position(|t| t.name == name && t.output == output).expect("every tensor is a launch param")
     };
-    let d_out = p.outputs.iter().find(|o| matches!(o.kind, OutputKind::Tile(_))).expect("frontend requires a Tile output");
-    let OutputKind::Tile(element_d) = d_out.kind else { unreachable!() };
-    let c_input = p.inputs.iter().position(|i| i.kind == InputKind::Tile(element_d));
+    let d_out = p.outputs.iter().find(|o| matches!(o.kind, OutputKind::Tile(_)));
+    let element_d = d_out.map(|o| match o.kind {
+        OutputKind::Tile(d) => d,
+        _ => unreachable!(),
+    });
+    let c_input = element_d.and_then(|d| p.inputs.iter().position(|i| i.kind == InputKind::Tile(d)));
+    let element_epilogue = element_d
+        .or_else(|| {
+            p.outputs.iter().find_map(|o| match o.kind {
+                OutputKind::Tile(d) | OutputKind::HalfTile(d) | OutputKind::DoubleTile(d) => Some(d),
+                OutputKind::RowPartial => None,
+            })
+        })
+        .unwrap_or(DType::Bf16);
 
-    // Uses of each IR node, by other nodes and by outputs.
+    // Uses of each IR node, by other nodes and by outputs; which need their own node.
     let mut uses = vec![0usize; p.nodes.len()];
+    let mut materialize = vec![false; p.nodes.len()];
     for n in &p.nodes {
         for a in n.op.operands() {
             uses[a] += 1;
         }
-    }
-    let mut stored = vec![false; p.nodes.len()];
-    for o in &p.outputs {
-        uses[o.value] += 1;
-        match o.kind {
-            OutputKind::Tile(_) => stored[o.value] = true,
-            OutputKind::RowPartial => {
-                if let Op::RowSum(src) = p.nodes[o.value].op {
-                    stored[src] = true;
-                }
-            }
+        if let Op::Unpair(a, _) = n.op {
+            materialize[a] = true;
         }
     }
+    for o in &p.outputs {
+        uses[o.value] += 1;
+        match (o.kind, &p.nodes[o.value].op) {
+            (OutputKind::RowPartial, Op::RowSum(src)) => materialize[*src] = true,
+            (OutputKind::DoubleTile(_), Op::Pair(a, b)) => {
+                materialize[*a] = true;
+                materialize[*b] = true;
+            }
+            _ => materialize[o.value] = true,
+        }
+    }
+    let widths = p.widths();
+    let is_double_input =
+        |id: NodeId| matches!(p.nodes[id].op, Op::Input(i) if matches!(p.inputs[i].kind, InputKind::DoubleTile(_)));
 
     let mut names = Names::default();
     let mut nodes: Vec<EvtNode> = vec![];
@@ -101,6 +131,8 @@ pub fn plan(p: &Program) -> Plan {
                         (EvtKind::SrcFetch, t(), format!("{}: Tile<{}> (the C operand)", input.name, d.rust_name()))
                     }
                     InputKind::Tile(d) => (EvtKind::TileLoad(d), t(), format!("{}: Tile<{}>", input.name, d.rust_name())),
+                    // Loaded by the `unpair` nodes that split it.
+                    InputKind::DoubleTile(_) => continue,
                     InputKind::PerRow(d) => {
                         (EvtKind::PerRowLoad(d), t(), format!("{}: PerRow<{}>", input.name, d.rust_name()))
                     }
@@ -113,9 +145,21 @@ pub fn plan(p: &Program) -> Plan {
                     }
                 }
             }
-            Op::Const(_) if !stored[id] => continue,
-            Op::RowSum(_) => continue, // becomes a store node below
-            _ if stored[id] || uses[id] > 1 => (
+            Op::Unpair(src, part) if is_double_input(src) => {
+                let Op::Input(i) = p.nodes[src].op else { unreachable!() };
+                let InputKind::DoubleTile(d) = p.inputs[i].kind else { unreachable!() };
+                let which = if part == 0 { "even" } else { "odd" };
+                (
+                    EvtKind::PairTileLoad(d, part),
+                    Some(tensor_index(&p.inputs[i].name, false)),
+                    format!("line {}: the {which} columns of {}: DoubleTile<{}>", node.line, p.inputs[i].name, d.rust_name()),
+                )
+            }
+            Op::Const(_) if !materialize[id] => continue,
+            // Row sums and double-width pairs are store nodes, below.
+            Op::RowSum(_) => continue,
+            Op::Pair(..) if widths[id] == Width::Double => continue,
+            _ if materialize[id] || uses[id] > 1 => (
                 EvtKind::Compute { root: id },
                 None,
                 format!("line {}: `{}`", node.line, node.name.as_deref().unwrap_or("(expression)")),
@@ -131,42 +175,47 @@ pub fn plan(p: &Program) -> Plan {
         value_node[id] = Some(nodes.len() - 1);
     }
 
+    let node_of = |id: NodeId| value_node[id].expect("stored values are materialized");
     for o in &p.outputs {
-        if std::ptr::eq(o, d_out) {
+        if d_out.is_some_and(|d| std::ptr::eq(o, d)) {
             continue;
         }
-        let (kind, child) = match o.kind {
-            OutputKind::Tile(d) => (EvtKind::TileStore(d), o.value),
-            OutputKind::RowPartial => {
-                let Op::RowSum(src) = p.nodes[o.value].op else { unreachable!("frontend checks RowPartial values") };
-                (EvtKind::RowSumPartials, src)
-            }
+        let (kind, children) = match (o.kind, &p.nodes[o.value].op) {
+            (OutputKind::Tile(d), _) => (EvtKind::TileStore(d), vec![node_of(o.value)]),
+            (OutputKind::HalfTile(d), _) => (EvtKind::HalfTileStore(d), vec![node_of(o.value)]),
+            (OutputKind::DoubleTile(d), Op::Pair(a, b)) => (EvtKind::DoubleTileStore(d), vec![node_of(*a), node_of(*b)]),
+            (OutputKind::RowPartial, Op::RowSum(src)) => (EvtKind::RowSumPartials, vec![node_of(*src)]),
+            _ => unreachable!("the frontend checks output values"),
         };
-        let child = value_node[child].expect("stored values are materialized");
         let label = match o.kind {
             OutputKind::Tile(d) => format!("output {}: Tile<{}>", o.name, d.rust_name()),
+            OutputKind::HalfTile(d) => format!("output {}: HalfTile<{}>", o.name, d.rust_name()),
+            OutputKind::DoubleTile(d) => format!("output {}: DoubleTile<{}>", o.name, d.rust_name()),
             OutputKind::RowPartial => format!("output {}: RowPartial<f32>", o.name),
         };
         nodes.push(EvtNode {
             kind,
             name: names.unique(&format!("store_{}", o.name)),
-            children: vec![child],
+            children,
             tensor: Some(tensor_index(&o.name, true)),
             origin: label,
         });
     }
-    let d_tensor = tensor_index(&d_out.name, true);
-    nodes.push(EvtNode {
-        kind: EvtKind::StoreD(element_d),
-        name: names.unique(&format!("store_{}", d_out.name)),
-        children: vec![value_node[d_out.value].expect("stored values are materialized")],
-        tensor: Some(d_tensor),
-        origin: format!("output {}: Tile<{}> (the D operand)", d_out.name, element_d.rust_name()),
-    });
+    let d_tensor = d_out.map(|d| tensor_index(&d.name, true));
+    if let (Some(d), Some(elem)) = (d_out, element_d) {
+        nodes.push(EvtNode {
+            kind: EvtKind::StoreD(elem),
+            name: names.unique(&format!("store_{}", d.name)),
+            children: vec![node_of(d.value)],
+            tensor: d_tensor,
+            origin: format!("output {}: Tile<{}> (the D operand)", d.name, elem.rust_name()),
+        });
+    }
     Plan {
         nodes,
-        element_c: c_input.map(|_| element_d),
+        element_c: c_input.and(element_d),
         element_d,
+        element_epilogue,
         c_tensor: c_input.map(|i| tensor_index(&p.inputs[i].name, false)),
         d_tensor,
         value_node,

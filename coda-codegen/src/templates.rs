@@ -4,9 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
-pub const HEADERS: [(&str, &str); 3] = [
+pub const HEADERS: [(&str, &str); 4] = [
     ("launch.h", include_str!("../../cutlass-templates/include/coda/launch.h")),
     ("math.hpp", include_str!("../../cutlass-templates/include/coda/math.hpp")),
+    ("pairwise.hpp", include_str!("../../cutlass-templates/include/coda/pairwise.hpp")),
     ("sm90_gemm.hpp", include_str!("../../cutlass-templates/include/coda/sm90_gemm.hpp")),
 ];
 

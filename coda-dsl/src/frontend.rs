@@ -13,7 +13,7 @@ use syn::{
 
 use crate::ir::{
     BinaryOp, Config, DType, Input, InputKind, Node, NodeId, Op, Output, OutputKind, Program, Schedule,
-    UnaryOp,
+    UnaryOp, Width,
 };
 
 /// Names the generated launch API uses for the GEMM operands.
@@ -109,6 +109,8 @@ enum Value {
 
 struct Lowering {
     nodes: Vec<Node>,
+    /// The width of each node's value (see [`Width`]).
+    widths: Vec<Width>,
     inputs: Vec<Input>,
     scope: HashMap<String, Value>,
     /// How many times each `let` / parameter name was read, to report unused ones.
@@ -117,12 +119,26 @@ struct Lowering {
 }
 
 impl Lowering {
-    fn push(&mut self, op: Op, span: Span) -> NodeId {
+    fn push(&mut self, op: Op, width: Width, span: Span) -> NodeId {
         self.nodes.push(Node { op, name: None, line: span.start().line });
+        self.widths.push(width);
         self.nodes.len() - 1
     }
 
+    /// An element-wise operand: not a partial, not a double-width value.
     fn elem(&mut self, e: &Expr) -> syn::Result<NodeId> {
+        let id = self.any_elem(e)?;
+        if self.widths[id] == Width::Double {
+            return Err(syn::Error::new(
+                e.span(),
+                "a double-width value can only be split with `let (even, odd) = unpair(x);` (a DoubleTile input) \
+                 or returned as a `DoubleTile` output (a `pair` of full-width values)",
+            ));
+        }
+        Ok(id)
+    }
+
+    fn any_elem(&mut self, e: &Expr) -> syn::Result<NodeId> {
         match self.expr(e)? {
             Value::Elem(id) => Ok(id),
             Value::RowSum(_) => Err(syn::Error::new(
@@ -130,6 +146,21 @@ impl Lowering {
                 "a `row_sum` is a per-tile partial, not an element-wise value; it can only be returned as `RowPartial<f32>`",
             )),
         }
+    }
+
+    /// The width of an element-wise combination of `ids`, or an error at `span`.
+    fn join(&self, ids: &[NodeId], span: Span) -> syn::Result<Width> {
+        let mut w = Width::Row;
+        for &id in ids {
+            w = w.join(self.widths[id]).ok_or_else(|| {
+                syn::Error::new(
+                    span,
+                    "this mixes values of different widths: a half-width value (from `unpair`) \
+                     combines only with half-width values, row vectors, scalars and constants",
+                )
+            })?;
+        }
+        Ok(w)
     }
 
     fn expr(&mut self, e: &Expr) -> syn::Result<Value> {
@@ -155,12 +186,12 @@ impl Lowering {
                     Lit::Int(i) => i.base10_parse::<f64>()?,
                     _ => return Err(syn::Error::new(e.span(), "only numeric literals are allowed")),
                 };
-                Ok(Value::Elem(self.push(Op::Const(v), e.span())))
+                Ok(Value::Elem(self.push(Op::Const(v), Width::Row, e.span())))
             }
             Expr::Unary(u) => match u.op {
                 UnOp::Neg(_) => {
                     let a = self.elem(&u.expr)?;
-                    Ok(Value::Elem(self.push(Op::Unary(UnaryOp::Neg, a), e.span())))
+                    Ok(Value::Elem(self.push(Op::Unary(UnaryOp::Neg, a), self.widths[a], e.span())))
                 }
                 _ => Err(syn::Error::new(u.op.span(), "only unary `-` is supported")),
             },
@@ -174,7 +205,8 @@ impl Lowering {
                 };
                 let l = self.elem(&b.left)?;
                 let r = self.elem(&b.right)?;
-                Ok(Value::Elem(self.push(Op::Binary(op, l, r), e.span())))
+                let w = self.join(&[l, r], e.span())?;
+                Ok(Value::Elem(self.push(Op::Binary(op, l, r), w, e.span())))
             }
             Expr::Call(c) => self.call(c),
             _ => Err(syn::Error::new(
@@ -206,7 +238,7 @@ impl Lowering {
         if let Some(op) = UnaryOp::ALL.iter().find(|u| u.name() == fname && **u != UnaryOp::Neg) {
             arity(1)?;
             let a = self.elem(args[0])?;
-            return Ok(Value::Elem(self.push(Op::Unary(*op, a), span)));
+            return Ok(Value::Elem(self.push(Op::Unary(*op, a), self.widths[a], span)));
         }
         match fname.as_str() {
             "max" | "min" => {
@@ -214,29 +246,84 @@ impl Lowering {
                 let op = if fname == "max" { BinaryOp::Max } else { BinaryOp::Min };
                 let a = self.elem(args[0])?;
                 let b = self.elem(args[1])?;
-                Ok(Value::Elem(self.push(Op::Binary(op, a, b), span)))
+                let w = self.join(&[a, b], span)?;
+                Ok(Value::Elem(self.push(Op::Binary(op, a, b), w, span)))
             }
             "select" => {
                 arity(3)?;
                 let cnd = self.elem(args[0])?;
                 let a = self.elem(args[1])?;
                 let b = self.elem(args[2])?;
-                Ok(Value::Elem(self.push(Op::Select(cnd, a, b), span)))
+                let w = self.join(&[cnd, a, b], span)?;
+                Ok(Value::Elem(self.push(Op::Select(cnd, a, b), w, span)))
             }
             "row_sum" => {
                 arity(1)?;
                 let a = self.elem(args[0])?;
-                Ok(Value::RowSum(self.push(Op::RowSum(a), span)))
+                if self.widths[a] == Width::Half {
+                    return Err(syn::Error::new(
+                        args[0].span(),
+                        "`row_sum` of a half-width value is not supported; sum the full-width values it came from",
+                    ));
+                }
+                Ok(Value::RowSum(self.push(Op::RowSum(a), Width::Full, span)))
             }
+            "pair" => {
+                arity(2)?;
+                let a = self.elem(args[0])?;
+                let b = self.elem(args[1])?;
+                let w = self.join(&[a, b], span)?.doubled().ok_or_else(|| {
+                    syn::Error::new(span, "`pair` interleaves two half-width or two full-width values")
+                })?;
+                Ok(Value::Elem(self.push(Op::Pair(a, b), w, span)))
+            }
+            "unpair" => Err(syn::Error::new(
+                c.func.span(),
+                "`unpair` returns two values: bind them with `let (even, odd) = unpair(x);`",
+            )),
             _ => Err(syn::Error::new(
                 c.func.span(),
                 format!(
-                    "unknown function `{fname}`; the DSL has {}, max, min, select, row_sum",
+                    "unknown function `{fname}`; the DSL has {}, max, min, select, row_sum, pair, unpair",
                     UnaryOp::ALL[1..].iter().map(|u| u.name()).collect::<Vec<_>>().join(", ")
                 ),
             )),
         }
     }
+}
+
+/// `let (even, odd) = unpair(x);` (either name may be `_`).
+fn lower_unpair(lw: &mut Lowering, pat: &syn::PatTuple, init: &Expr) -> syn::Result<()> {
+    let usage = "expected `let (even, odd) = unpair(x);`";
+    let names: Vec<Option<&syn::Ident>> = pat
+        .elems
+        .iter()
+        .map(|p| match p {
+            Pat::Ident(pi) => Ok(Some(&pi.ident)),
+            Pat::Wild(_) => Ok(None),
+            other => Err(syn::Error::new(other.span(), usage)),
+        })
+        .collect::<syn::Result<_>>()?;
+    let Expr::Call(c) = init else { return Err(syn::Error::new(init.span(), usage)) };
+    let is_unpair = matches!(&*c.func, Expr::Path(p) if p.path.is_ident("unpair"));
+    if !is_unpair || names.len() != 2 || c.args.len() != 1 {
+        return Err(syn::Error::new(init.span(), usage));
+    }
+    let src = lw.any_elem(&c.args[0])?;
+    let half = lw.widths[src].halved().ok_or_else(|| {
+        syn::Error::new(c.args[0].span(), "`unpair` splits a full-width value or a DoubleTile input into its even and odd columns")
+    })?;
+    for (part, name) in names.into_iter().enumerate() {
+        let id = lw.push(Op::Unpair(src, part as u8), half, init.span());
+        if let Some(ident) = name {
+            let n = ident.to_string();
+            lw.nodes[id].name = Some(n.clone());
+            lw.scope.insert(n.clone(), Value::Elem(id));
+            lw.reads.insert(n.clone(), 0);
+            lw.let_spans.push((n, ident.span()));
+        }
+    }
+    Ok(())
 }
 
 /// `Name<elem>` with one type argument, or a bare `Name`.
@@ -289,6 +376,10 @@ fn input_kind(ty: &Type) -> syn::Result<InputKind> {
             let (d, s) = need(arg)?;
             Ok(InputKind::Tile(dtype(&d, s, &float)?))
         }
+        "DoubleTile" => {
+            let (d, s) = need(arg)?;
+            Ok(InputKind::DoubleTile(dtype(&d, s, &[DType::Bf16])?))
+        }
         "PerRow" => {
             let (d, s) = need(arg)?;
             Ok(InputKind::PerRow(dtype(&d, s, &float)?))
@@ -299,18 +390,21 @@ fn input_kind(ty: &Type) -> syn::Result<InputKind> {
         }
         _ => Err(syn::Error::new(
             ty.span(),
-            format!("unknown input type `{name}`; expected Acc, Tile<T>, PerRow<T>, PerCol<T> or Scalar"),
+            format!("unknown input type `{name}`; expected Acc, Tile<T>, DoubleTile<T>, PerRow<T>, PerCol<T> or Scalar"),
         )),
     }
 }
 
 fn output_kind(ty: &Type) -> syn::Result<OutputKind> {
     let (name, arg) = type_parts(ty)?;
+    let elem = |arg: Option<(String, Span)>, allowed: &[DType]| -> syn::Result<DType> {
+        let (d, s) = arg.ok_or_else(|| syn::Error::new(ty.span(), format!("`{name}` needs an element type, e.g. `{name}<bf16>`")))?;
+        dtype(&d, s, allowed)
+    };
     match name.as_str() {
-        "Tile" => {
-            let (d, s) = arg.ok_or_else(|| syn::Error::new(ty.span(), "`Tile` needs an element type, e.g. `Tile<bf16>`"))?;
-            Ok(OutputKind::Tile(dtype(&d, s, &[DType::Bf16, DType::F32])?))
-        }
+        "Tile" => Ok(OutputKind::Tile(elem(arg, &[DType::Bf16, DType::F32])?)),
+        "HalfTile" => Ok(OutputKind::HalfTile(elem(arg, &[DType::Bf16, DType::F32])?)),
+        "DoubleTile" => Ok(OutputKind::DoubleTile(elem(arg, &[DType::Bf16])?)),
         "RowPartial" => {
             if let Some((d, s)) = arg {
                 dtype(&d, s, &[DType::F32])?;
@@ -319,7 +413,7 @@ fn output_kind(ty: &Type) -> syn::Result<OutputKind> {
         }
         _ => Err(syn::Error::new(
             ty.span(),
-            format!("unknown output type `{name}`; expected Tile<T> or RowPartial<f32>"),
+            format!("unknown output type `{name}`; expected Tile<T>, HalfTile<T>, DoubleTile<T> or RowPartial<f32>"),
         )),
     }
 }
@@ -346,6 +440,7 @@ pub fn lower_fn(item: &ItemFn, config: Config) -> syn::Result<Program> {
 
     let mut lw = Lowering {
         nodes: vec![],
+        widths: vec![],
         inputs: vec![],
         scope: HashMap::new(),
         reads: HashMap::new(),
@@ -375,7 +470,12 @@ pub fn lower_fn(item: &ItemFn, config: Config) -> syn::Result<Program> {
         }
         let idx = lw.inputs.len();
         lw.inputs.push(Input { name: name.clone(), kind });
-        let id = lw.push(Op::Input(idx), pi.ident.span());
+        let width = match kind {
+            InputKind::Acc | InputKind::Tile(_) | InputKind::PerCol(_) => Width::Full,
+            InputKind::DoubleTile(_) => Width::Double,
+            InputKind::PerRow(_) | InputKind::Scalar => Width::Row,
+        };
+        let id = lw.push(Op::Input(idx), width, pi.ident.span());
         lw.nodes[id].name = Some(name.clone());
         lw.scope.insert(name.clone(), Value::Elem(id));
         input_spans.push((name, pi.ident.span()));
@@ -403,11 +503,15 @@ pub fn lower_fn(item: &ItemFn, config: Config) -> syn::Result<Program> {
         let Stmt::Local(local) = stmt else {
             return Err(syn::Error::new(stmt.span(), "only `let name = expr;` statements are allowed"));
         };
-        let Pat::Ident(pi) = &local.pat else {
-            return Err(syn::Error::new(local.pat.span(), "expected `let name = ...` (no patterns or type annotations)"));
-        };
         let Some(init) = &local.init else {
             return Err(syn::Error::new(local.span(), "a `let` needs a value"));
+        };
+        if let Pat::Tuple(t) = &local.pat {
+            lower_unpair(&mut lw, t, &init.expr)?;
+            continue;
+        }
+        let Pat::Ident(pi) = &local.pat else {
+            return Err(syn::Error::new(local.pat.span(), "expected `let name = ...` (no patterns or type annotations)"));
         };
         let v = lw.expr(&init.expr)?;
         let id = match v {
@@ -457,8 +561,8 @@ pub fn lower_fn(item: &ItemFn, config: Config) -> syn::Result<Program> {
             return Err(syn::Error::new(e.span(), format!("`{name}` is an input; bind it to a new name to return it")));
         }
         let value = match (lw.expr(e)?, kind) {
-            (Value::Elem(id), OutputKind::Tile(_)) | (Value::RowSum(id), OutputKind::RowPartial) => id,
-            (Value::RowSum(_), OutputKind::Tile(_)) => {
+            (Value::RowSum(id), OutputKind::RowPartial) => id,
+            (Value::RowSum(_), _) => {
                 return Err(syn::Error::new(
                     ty.span(),
                     format!("`{name}` is a `row_sum` partial; declare this output as `RowPartial<f32>`"),
@@ -470,14 +574,26 @@ pub fn lower_fn(item: &ItemFn, config: Config) -> syn::Result<Program> {
                     format!("`{name}` is an element-wise value; a `RowPartial<f32>` output needs `row_sum(...)`"),
                 ));
             }
+            (Value::Elem(id), _) => {
+                let w = lw.widths[id];
+                let fits = match kind {
+                    OutputKind::Tile(_) => [Width::Full, Width::Row].contains(&w),
+                    OutputKind::HalfTile(_) => w == Width::Half,
+                    OutputKind::DoubleTile(_) => w == Width::Double,
+                    OutputKind::RowPartial => false,
+                };
+                if !fits {
+                    let is = match w {
+                        Width::Row | Width::Full => "full-width (declare it `Tile<T>`)",
+                        Width::Half => "half-width, from `unpair` (declare it `HalfTile<T>`)",
+                        Width::Double => "double-width, a `pair` of full-width values (declare it `DoubleTile<T>`)",
+                    };
+                    return Err(syn::Error::new(ty.span(), format!("`{name}` is {is}")));
+                }
+                id
+            }
         };
         outputs.push(Output { name, kind: *kind, value });
-    }
-    if !outputs.iter().any(|o| matches!(o.kind, OutputKind::Tile(_))) {
-        return Err(syn::Error::new(
-            sig.output.span(),
-            "an epilogue needs at least one `Tile` output: the first one is the GEMM's D tensor",
-        ));
     }
     for (name, span) in &input_spans {
         if lw.reads.get(name).copied().unwrap_or(0) == 0 {

@@ -2,7 +2,8 @@
 //! exact semantics the GPU kernels must match. It is the oracle of every GPU test.
 //!
 //! Layouts (all row-major, `rows × n`): the accumulator and `Tile` inputs and
-//! outputs are `[rows, n]`, `PerRow` inputs `[rows]`, `PerCol` inputs `[n]`.
+//! outputs are `[rows, n]`, `HalfTile` outputs `[rows, n/2]`, `DoubleTile`
+//! inputs and outputs `[rows, 2n]`, `PerRow` inputs `[rows]`, `PerCol` inputs `[n]`.
 //! A `RowPartial` output is returned logically as `[rows, n_tiles]`; see
 //! [`partials_from_device`] for the kernel's tile-major layout.
 
@@ -54,7 +55,9 @@ pub struct Inputs {
     pub scalars: HashMap<String, f64>,
 }
 
-/// Evaluates `program` over `rows × n` outputs. Returns every output by name.
+/// Evaluates `program` over `rows × n` accumulator elements. Returns every
+/// output by name: `Tile` `[rows, n]`, `HalfTile` `[rows, n/2]`, `DoubleTile`
+/// `[rows, 2n]`, `RowPartial` `[rows, n_tiles]`.
 pub fn evaluate(
     program: &Program,
     rows: usize,
@@ -64,6 +67,7 @@ pub fn evaluate(
 ) -> Result<HashMap<String, Vec<f64>>, String> {
     let tile_n = program.config.tile_n;
     let n_tiles = n.div_ceil(tile_n);
+    let widths = program.widths();
     check_len("acc", &inputs.acc, rows * n)?;
     for p in &program.inputs {
         let want = match p.kind {
@@ -75,6 +79,7 @@ pub fn evaluate(
                 continue;
             }
             InputKind::Tile(_) => rows * n,
+            InputKind::DoubleTile(_) => rows * 2 * n,
             InputKind::PerRow(_) => rows,
             InputKind::PerCol(_) => n,
         };
@@ -82,20 +87,18 @@ pub fn evaluate(
         check_len(&p.name, t, want)?;
     }
 
-    let mut outs: HashMap<String, Vec<f64>> = program
-        .outputs
-        .iter()
-        .map(|o| {
-            let len = match o.kind {
-                OutputKind::Tile(_) => rows * n,
-                OutputKind::RowPartial => rows * n_tiles,
-            };
-            (o.name.clone(), vec![0.0; len])
-        })
-        .collect();
+    let out_cols = |k: OutputKind| match k {
+        OutputKind::Tile(_) => n,
+        OutputKind::HalfTile(_) => n / 2,
+        OutputKind::DoubleTile(_) => 2 * n,
+        OutputKind::RowPartial => n_tiles,
+    };
+    let mut outs: HashMap<String, Vec<f64>> =
+        program.outputs.iter().map(|o| (o.name.clone(), vec![0.0; rows * out_cols(o.kind)])).collect();
 
-    // One row at a time: every node's value over the row's n columns.
-    let mut vals: Vec<Vec<f64>> = vec![vec![0.0; n]; program.nodes.len()];
+    // One row at a time: every node's value over its columns (one for row-uniform values).
+    let mut vals: Vec<Vec<f64>> = widths.iter().map(|w| vec![0.0; w.cols(n)]).collect();
+    let at = |v: &[f64], c: usize| if v.len() == 1 { v[0] } else { v[c] };
     for r in 0..rows {
         for (id, node) in program.nodes.iter().enumerate() {
             let mut v = std::mem::take(&mut vals[id]);
@@ -109,25 +112,39 @@ pub fn evaluate(
                             }
                         }
                         InputKind::Tile(_) => v.copy_from_slice(&inputs.tensors[&p.name][r * n..(r + 1) * n]),
-                        InputKind::PerRow(_) => v.fill(inputs.tensors[&p.name][r]),
+                        InputKind::DoubleTile(_) => {
+                            v.copy_from_slice(&inputs.tensors[&p.name][r * 2 * n..(r + 1) * 2 * n])
+                        }
+                        InputKind::PerRow(_) => v[0] = inputs.tensors[&p.name][r],
                         InputKind::PerCol(_) => v.copy_from_slice(&inputs.tensors[&p.name]),
-                        InputKind::Scalar => v.fill(inputs.scalars[&p.name]),
+                        InputKind::Scalar => v[0] = inputs.scalars[&p.name],
                     }
                 }
-                Op::Const(x) => v.fill(precision.round(x)),
+                Op::Const(x) => v[0] = precision.round(x),
                 Op::Unary(op, a) => {
-                    for c in 0..n {
-                        v[c] = precision.round(unary(op, vals[a][c]));
+                    for c in 0..v.len() {
+                        v[c] = precision.round(unary(op, at(&vals[a], c)));
                     }
                 }
                 Op::Binary(op, a, b) => {
-                    for c in 0..n {
-                        v[c] = precision.round(binary(op, vals[a][c], vals[b][c]));
+                    for c in 0..v.len() {
+                        v[c] = precision.round(binary(op, at(&vals[a], c), at(&vals[b], c)));
                     }
                 }
                 Op::Select(k, a, b) => {
-                    for c in 0..n {
-                        v[c] = if vals[k][c] != 0.0 { vals[a][c] } else { vals[b][c] };
+                    for c in 0..v.len() {
+                        v[c] = if at(&vals[k], c) != 0.0 { at(&vals[a], c) } else { at(&vals[b], c) };
+                    }
+                }
+                Op::Unpair(a, part) => {
+                    for c in 0..v.len() {
+                        v[c] = vals[a][2 * c + part as usize];
+                    }
+                }
+                Op::Pair(a, b) => {
+                    for c in 0..v.len() / 2 {
+                        v[2 * c] = at(&vals[a], c);
+                        v[2 * c + 1] = at(&vals[b], c);
                     }
                 }
                 // Sums are produced when the output is stored, below.
@@ -137,10 +154,11 @@ pub fn evaluate(
         }
         for o in &program.outputs {
             let out = outs.get_mut(&o.name).expect("allocated above");
+            let cols = out_cols(o.kind);
             match o.kind {
-                OutputKind::Tile(dtype) => {
-                    for c in 0..n {
-                        out[r * n + c] = precision.store(vals[o.value][c], dtype);
+                OutputKind::Tile(dtype) | OutputKind::HalfTile(dtype) | OutputKind::DoubleTile(dtype) => {
+                    for c in 0..cols {
+                        out[r * cols + c] = precision.store(at(&vals[o.value], c), dtype);
                     }
                 }
                 OutputKind::RowPartial => {
@@ -150,8 +168,8 @@ pub fn evaluate(
                     for t in 0..n_tiles {
                         let cols = t * tile_n..((t + 1) * tile_n).min(n);
                         out[r * n_tiles + t] = match precision {
-                            Precision::F64 => cols.map(|c| vals[src][c]).sum(),
-                            _ => cols.fold(0f32, |s, c| s + vals[src][c] as f32) as f64,
+                            Precision::F64 => cols.map(|c| at(&vals[src], c)).sum(),
+                            _ => cols.fold(0f32, |s, c| s + at(&vals[src], c) as f32) as f64,
                         };
                     }
                 }
@@ -176,6 +194,8 @@ pub fn unary(op: UnaryOp, x: f64) -> f64 {
         UnaryOp::Tanh => x.tanh(),
         UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
         UnaryOp::Silu => x / (1.0 + (-x).exp()),
+        UnaryOp::Cos => x.cos(),
+        UnaryOp::Sin => x.sin(),
     }
 }
 

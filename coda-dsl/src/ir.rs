@@ -35,6 +35,9 @@ pub enum InputKind {
     Acc,
     /// A rank-2 `[M, N]` row-major tensor.
     Tile(DType),
+    /// A rank-2 `[M, 2N]` tensor of column pairs: `unpair` it into its even
+    /// and odd columns, each a full-width value.
+    DoubleTile(DType),
     /// A rank-1 `[M]` vector: one value per row, broadcast across columns.
     PerRow(DType),
     /// A rank-1 `[N]` vector: one value per column, broadcast down rows.
@@ -48,6 +51,10 @@ pub enum InputKind {
 pub enum OutputKind {
     /// A rank-2 `[M, N]` row-major tensor.
     Tile(DType),
+    /// A rank-2 `[M, N/2]` tensor: a half-width value (one per column pair).
+    HalfTile(DType),
+    /// A rank-2 `[M, 2N]` tensor: `pair(even, odd)` of two full-width values, interleaved.
+    DoubleTile(DType),
     /// f32 per-row sums over each tile's columns: one partial per (row, N-tile).
     RowPartial,
 }
@@ -78,10 +85,12 @@ pub enum UnaryOp {
     Tanh,
     Sigmoid,
     Silu,
+    Cos,
+    Sin,
 }
 
 impl UnaryOp {
-    pub const ALL: [UnaryOp; 9] = [
+    pub const ALL: [UnaryOp; 11] = [
         UnaryOp::Neg,
         UnaryOp::Exp,
         UnaryOp::Log,
@@ -91,6 +100,8 @@ impl UnaryOp {
         UnaryOp::Tanh,
         UnaryOp::Sigmoid,
         UnaryOp::Silu,
+        UnaryOp::Cos,
+        UnaryOp::Sin,
     ];
     /// The DSL function name (`Neg` is the prefix `-` operator).
     pub fn name(self) -> &'static str {
@@ -104,6 +115,8 @@ impl UnaryOp {
             UnaryOp::Tanh => "tanh",
             UnaryOp::Sigmoid => "sigmoid",
             UnaryOp::Silu => "silu",
+            UnaryOp::Cos => "cos",
+            UnaryOp::Sin => "sin",
         }
     }
 }
@@ -131,14 +144,18 @@ pub enum Op {
     Select(NodeId, NodeId, NodeId),
     /// Sum over each tile's columns of an element-wise value.
     RowSum(NodeId),
+    /// The even (part 0) or odd (part 1) columns of a value: half its width.
+    Unpair(NodeId, u8),
+    /// Interleaves two values of equal width: `[a0, b0, a1, b1, …]`, twice the width.
+    Pair(NodeId, NodeId),
 }
 
 impl Op {
     pub fn operands(&self) -> Vec<NodeId> {
         match *self {
             Op::Input(_) | Op::Const(_) => vec![],
-            Op::Unary(_, a) | Op::RowSum(a) => vec![a],
-            Op::Binary(_, a, b) => vec![a, b],
+            Op::Unary(_, a) | Op::RowSum(a) | Op::Unpair(a, _) => vec![a],
+            Op::Binary(_, a, b) | Op::Pair(a, b) => vec![a, b],
             Op::Select(c, a, b) => vec![c, a, b],
         }
     }
@@ -151,6 +168,53 @@ pub struct Node {
     pub name: Option<String>,
     /// The source line of the expression, for comments in generated code.
     pub line: usize,
+}
+
+/// How many columns a value has, relative to the accumulator's `N`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Width {
+    /// The same for every column of a row (row vectors, scalars, constants).
+    Row,
+    /// `N / 2`: one value per column pair.
+    Half,
+    /// `N`
+    Full,
+    /// `2N`
+    Double,
+}
+
+impl Width {
+    /// Columns of a value of this width when the accumulator has `n` (`Row`: 1).
+    pub fn cols(self, n: usize) -> usize {
+        match self {
+            Width::Row => 1,
+            Width::Half => n / 2,
+            Width::Full => n,
+            Width::Double => 2 * n,
+        }
+    }
+    pub fn halved(self) -> Option<Width> {
+        match self {
+            Width::Full => Some(Width::Half),
+            Width::Double => Some(Width::Full),
+            _ => None,
+        }
+    }
+    pub fn doubled(self) -> Option<Width> {
+        match self {
+            Width::Half => Some(Width::Full),
+            Width::Full => Some(Width::Double),
+            _ => None,
+        }
+    }
+    /// The width of an element-wise combination, if the widths are compatible.
+    pub fn join(self, other: Width) -> Option<Width> {
+        match (self, other) {
+            (Width::Row, w) | (w, Width::Row) => Some(w),
+            (a, b) if a == b => Some(a),
+            _ => None,
+        }
+    }
 }
 
 /// Kernel schedule of the CUTLASS SM90 TMA warp-specialized GEMM.
@@ -216,6 +280,7 @@ impl Program {
         let ins = self.inputs.iter().filter_map(|p| {
             let (shape, dtype) = match p.kind {
                 InputKind::Tile(d) => (Shape::Tile, d),
+                InputKind::DoubleTile(d) => (Shape::DoubleTile, d),
                 InputKind::PerRow(d) => (Shape::PerRow, d),
                 InputKind::PerCol(d) => (Shape::PerCol, d),
                 InputKind::Acc | InputKind::Scalar => return None,
@@ -225,12 +290,36 @@ impl Program {
         let outs = self.outputs.iter().map(|o| {
             let (shape, dtype) = match o.kind {
                 OutputKind::Tile(d) => (Shape::Tile, d),
+                OutputKind::HalfTile(d) => (Shape::HalfTile, d),
+                OutputKind::DoubleTile(d) => (Shape::DoubleTile, d),
                 OutputKind::RowPartial => (Shape::RowPartial, DType::F32),
             };
             TensorParam { name: o.name.clone(), shape, dtype, output: true }
         });
         ins.chain(outs).collect()
     }
+    /// The width of every node's value.
+    pub fn widths(&self) -> Vec<Width> {
+        let mut w: Vec<Width> = Vec::with_capacity(self.nodes.len());
+        for n in &self.nodes {
+            let width = match n.op {
+                Op::Input(i) => match self.inputs[i].kind {
+                    InputKind::Acc | InputKind::Tile(_) | InputKind::PerCol(_) => Width::Full,
+                    InputKind::DoubleTile(_) => Width::Double,
+                    InputKind::PerRow(_) | InputKind::Scalar => Width::Row,
+                },
+                Op::Const(_) => Width::Row,
+                Op::Unary(_, a) | Op::RowSum(a) => w[a],
+                Op::Binary(_, a, b) => w[a].join(w[b]).unwrap_or(Width::Full),
+                Op::Select(c, a, b) => w[c].join(w[a]).and_then(|x| x.join(w[b])).unwrap_or(Width::Full),
+                Op::Unpair(a, _) => w[a].halved().unwrap_or(Width::Half),
+                Op::Pair(a, _) => w[a].doubled().unwrap_or(Width::Full),
+            };
+            w.push(width);
+        }
+        w
+    }
+
     /// Names of the runtime scalars, in ABI order.
     pub fn scalar_params(&self) -> Vec<String> {
         self.inputs.iter().filter(|p| p.kind == InputKind::Scalar).map(|p| p.name.clone()).collect()
@@ -242,6 +331,10 @@ impl Program {
 pub enum Shape {
     /// `[M, N]`
     Tile,
+    /// `[M, N / 2]`
+    HalfTile,
+    /// `[M, 2N]`
+    DoubleTile,
     /// `[M]`
     PerRow,
     /// `[N]`

@@ -69,7 +69,12 @@ fn user_errors_name_the_rule() {
         (quote!(fn p(acc: Acc, r: PerRow<f16>) -> Tile<bf16> { let y = acc * r; y }), "unknown element type `f16`"),
         (quote!(fn p(acc: Acc, r: Row<f32>) -> Tile<bf16> { let y = acc * r; y }), "unknown input type `Row`"),
         (quote!(fn p(acc: Acc) -> Tile<i32> { let y = acc; y }), "element type `i32` is not allowed here"),
-        (quote!(fn p(acc: Acc) -> RowPartial<f32> { let s = row_sum(acc); s }), "needs at least one `Tile` output"),
+        (quote!(fn p(acc: Acc) -> Tile<bf16> { let (g, u) = unpair(acc); let y = g * u + acc; y }), "mixes values of different widths"),
+        (quote!(fn p(acc: Acc) -> Tile<bf16> { let y = unpair(acc); y }), "`unpair` returns two values"),
+        (quote!(fn p(acc: Acc, z: DoubleTile<bf16>) -> Tile<bf16> { let y = acc * z; y }), "a double-width value can only be split"),
+        (quote!(fn p(acc: Acc) -> Tile<bf16> { let (g, u) = unpair(acc); let y = g * u; y }), "`y` is half-width, from `unpair` (declare it `HalfTile<T>`)"),
+        (quote!(fn p(acc: Acc, r: PerRow<f32>) -> Tile<bf16> { let y = pair(r, r); y }), "`pair` interleaves two half-width or two full-width"),
+        (quote!(fn p(acc: Acc) -> Tile<bf16> { let d = pair(acc, acc); let y = d + 1.0; y }), "a double-width value can only be split"),
         (quote!(fn p(acc: Acc) -> Tile<bf16> { acc * 2.0 }), "return a `let` name"),
         (quote!(fn p(acc: Acc) -> Tile<bf16> { let y = acc % 2.0; y }), "only `+ - * /` are supported"),
     ];

@@ -23,6 +23,8 @@ fn dtype_path(d: DType) -> TokenStream {
 fn shape_doc(s: Shape) -> &'static str {
     match s {
         Shape::Tile => "`[M, N]` row-major",
+        Shape::HalfTile => "`[M, N / 2]` row-major: one value per column pair",
+        Shape::DoubleTile => "`[M, 2N]` row-major: column pairs (even, odd) interleaved",
         Shape::PerRow => "`[M]`: one value per row",
         Shape::PerCol => "`[N]`: one value per column",
         Shape::RowPartial => "`[ceil(N / TILE_N), round_up(M, TILE_M)]` f32 partial row sums (tile-major)",
@@ -59,6 +61,8 @@ pub fn module(p: &Program, vis: &syn::Visibility) -> TokenStream {
         let dt = dtype_path(t.dtype);
         let shape = match t.shape {
             Shape::Tile => quote!(::coda_runtime::dsl::ir::Shape::Tile),
+            Shape::HalfTile => quote!(::coda_runtime::dsl::ir::Shape::HalfTile),
+            Shape::DoubleTile => quote!(::coda_runtime::dsl::ir::Shape::DoubleTile),
             Shape::PerRow => quote!(::coda_runtime::dsl::ir::Shape::PerRow),
             Shape::PerCol => quote!(::coda_runtime::dsl::ir::Shape::PerCol),
             Shape::RowPartial => quote!(::coda_runtime::dsl::ir::Shape::RowPartial),

@@ -106,6 +106,16 @@ pub fn check_args(
         }
         let (want, rule): (Vec<usize>, String) = match p.shape {
             Shape::Tile => (vec![m, n], format!("[M, N] = [{m}, {n}]")),
+            Shape::HalfTile => {
+                if (n / 2) * t.dtype.bytes() % 16 != 0 {
+                    return Err(Error::arg(
+                        p.name,
+                        format!("a half-width output needs 16-byte rows: N / 2 = {} {:?} elements is not", n / 2, t.dtype),
+                    ));
+                }
+                (vec![m, n / 2], format!("[M, N / 2] = [{m}, {}]", n / 2))
+            }
+            Shape::DoubleTile => (vec![m, 2 * n], format!("[M, 2N] = [{m}, {}]", 2 * n)),
             Shape::PerRow => (vec![m], format!("[M] = [{m}]")),
             Shape::PerCol => (vec![n], format!("[N] = [{n}]")),
             Shape::RowPartial => (

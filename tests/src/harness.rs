@@ -87,6 +87,8 @@ pub fn verify(stream: &Stream, kernel: &Kernel, program: &Program, m: usize, n: 
     for p in program.tensor_params() {
         let dims = match p.shape {
             Shape::Tile => vec![m, n],
+            Shape::HalfTile => vec![m, n / 2],
+            Shape::DoubleTile => vec![m, 2 * n],
             Shape::PerRow => vec![m],
             Shape::PerCol => vec![n],
             Shape::RowPartial => vec![n_tiles, m_pad],
@@ -125,7 +127,8 @@ pub fn verify(stream: &Stream, kernel: &Kernel, program: &Program, m: usize, n: 
     let mut tensors_rows = HashMap::new();
     for inp in &program.inputs {
         let h = match inp.kind {
-            InputKind::Tile(_) => host_inputs[&inp.name].chunks(n).enumerate().filter(|(i, _)| rows.binary_search(i).is_ok()).flat_map(|(_, r)| r.to_vec()).collect(),
+            InputKind::Tile(_) => rows_of(&host_inputs[&inp.name], n, &rows),
+            InputKind::DoubleTile(_) => rows_of(&host_inputs[&inp.name], 2 * n, &rows),
             InputKind::PerRow(_) => rows.iter().map(|&r| host_inputs[&inp.name][r]).collect(),
             InputKind::PerCol(_) => host_inputs[&inp.name].clone(),
             InputKind::Acc | InputKind::Scalar => continue,
@@ -144,11 +147,17 @@ pub fn verify(stream: &Stream, kernel: &Kernel, program: &Program, m: usize, n: 
                 let dev: Vec<f32> = g.iter().map(|&x| x as f32).collect();
                 interp::partials_from_device(&dev, m_pad, n_tiles, &rows)
             }
-            _ => rows.iter().flat_map(|&r| g[r * n..(r + 1) * n].to_vec()).collect(),
+            Shape::HalfTile => rows_of(g, n / 2, &rows),
+            Shape::DoubleTile => rows_of(g, 2 * n, &rows),
+            _ => rows_of(g, n, &rows),
         };
         checks.push(Check::new(&o.name, &ours, &bf16_path[&o.name], &reference[&o.name]));
     }
     Ok(Report { rows_checked: rows.len(), checks, repeat_bitwise })
+}
+
+fn rows_of(v: &[f64], width: usize, rows: &[usize]) -> Vec<f64> {
+    rows.iter().flat_map(|&r| v[r * width..(r + 1) * width].iter().copied()).collect()
 }
 
 fn t_dims(t: &Dyn) -> Vec<usize> {

@@ -26,3 +26,41 @@ pub fn two_partials(acc: Acc, res: Tile<bf16>, other: Tile<bf16>, eps: Scalar)
     let sum_log = row_sum(log(abs(h) + 1.0) - 0.5);
     (g, sum_g, sum_log)
 }
+
+#[coda::epilogue]
+/// gate_up epilogue: the deferred RMSNorm row scale, then SwiGLU over
+/// interleaved (gate, up) column pairs: `[M, N]` accumulator → `[M, N/2]`.
+pub fn rowscale_swiglu(acc: Acc, r: PerRow<f32>) -> HalfTile<bf16> {
+    let z = acc * r;
+    let (g, u) = unpair(z);
+    let y = silu(g) * u;
+    y
+}
+
+#[coda::epilogue(tile = (128, 128), schedule = pingpong)]
+/// qkv epilogue: row scale, then RoPE on adjacent pairs, with the angle
+/// `pos[m] · freq[n]` computed in the epilogue (freq equal within a pair).
+pub fn rowscale_rope(acc: Acc, r: PerRow<f32>, pos: PerRow<f32>, freq: PerCol<f32>) -> Tile<bf16> {
+    let q = acc * r;
+    let (x0, x1) = unpair(q);
+    let angle = pos * freq;
+    let (c, _) = unpair(cos(angle));
+    let (s, _) = unpair(sin(angle));
+    let y = pair(x0 * c - x1 * s, x0 * s + x1 * c);
+    y
+}
+
+#[coda::epilogue]
+/// dSwiGLU epilogue of `dy1 = dh2 · Wd`: loads the saved pre-activation pairs
+/// `z1` `[M, 2N]`, writes `dz1` interleaved `[M, 2N]`, recomputes `y1` and
+/// emits the `s1` partials `Σ dz1 ⊙ z1`.
+pub fn dswiglu(acc: Acc, z1: DoubleTile<bf16>) -> (Tile<bf16>, DoubleTile<bf16>, RowPartial<f32>) {
+    let (g, u) = unpair(z1);
+    let sg = sigmoid(g);
+    let dg = acc * u * sg * (1.0 + g * (1.0 - sg));
+    let du = acc * g * sg;
+    let dz1 = pair(dg, du);
+    let y1 = g * sg * u;
+    let s1 = row_sum(dg * g + du * u);
+    (y1, dz1, s1)
+}

@@ -98,6 +98,13 @@ struct PassThrough {
   CUTLASS_HOST_DEVICE F operator()(F const& x) const { return x; }
 };
 
+// An epilogue with no D tensor: the builder sizes the epilogue from ElementAux.
+template <class Aux, class Visitor>
+struct VoidD : Visitor {
+  using Visitor::Visitor;
+  using ElementAux = Aux;
+};
+
 // The kernel: mainloop stages fill what the epilogue leaves of shared memory.
 template <class TileShape, class ClusterShape, class Schedule, class ElementC, class ElementD, class Fusion>
 struct Gemm {
