@@ -24,6 +24,8 @@ fn shape_doc(s: Shape, tile_m: usize, tile_n: usize) -> String {
         Shape::PerRow => "[M]".into(),
         Shape::PerCol => "[N]".into(),
         Shape::RowPartial => format!("[ceil(N/{tile_n}), round_up(M, {tile_m})]"),
+        Shape::ColPartial => format!("[ceil(M/{tile_m}), round_up(N, {tile_n})]"),
+        Shape::LsePartial => format!("[2, ceil(N/{tile_n}), round_up(M, {tile_m})]"),
     }
 }
 
@@ -88,7 +90,8 @@ pub fn emit(program: &Program, package: &str) -> String {
         let _ = writeln!(s, "// Launch scalars: [{i}] {name}");
     }
     let _ = writeln!(s, "#include \"coda/sm90_gemm.hpp\"");
-    let _ = writeln!(s, "#include \"coda/pairwise.hpp\"\n");
+    let _ = writeln!(s, "#include \"coda/pairwise.hpp\"");
+    let _ = writeln!(s, "#include \"coda/rowstate.hpp\"\n");
     let _ = writeln!(s, "namespace {ns} {{\nusing namespace coda::sm90;\n");
     let _ = writeln!(s, "using TileShape = Shape<_{}, _{}, _64>;", cfg.tile_m, cfg.tile_n);
     let _ = writeln!(s, "using ClusterShape = Shape<_{}, _{}, _1>;", cfg.cluster_m, cfg.cluster_n);
@@ -125,6 +128,9 @@ pub fn emit(program: &Program, package: &str) -> String {
                 format!("ResizedTileStore<Desc::StagesD, typename Desc::EpilogueTile, {}, 2, 1>", cpp_elem(*d))
             }
             EvtKind::RowSumPartials => "RowSumPartials<TileShape>".to_string(),
+            EvtKind::ColSumPartials => "ColSumPartials<TileShape>".to_string(),
+            EvtKind::RowLsePartials => "RowLsePartials<TileShape, typename Desc::EpilogueTile>".to_string(),
+            EvtKind::GatherPerRow { .. } => "GatherPerRow<int32_t>".to_string(),
             EvtKind::StoreD(_) => "Sm90Compute<PassThrough, ElementD, float, kRound>".to_string(),
         };
         let _ = writeln!(s, "using Node_{} = {ty};  // {}", node.name, node.origin);
@@ -173,7 +179,11 @@ pub fn emit(program: &Program, package: &str) -> String {
             }
             EvtKind::Scalar(k) => format!("{{{{p.scalars[{k}]}}}}"),
             EvtKind::TileStore(d) => format!("{{static_cast<{}*>({t}), tile_stride(M, N)}}", cpp_elem(*d)),
-            EvtKind::RowSumPartials => format!("{{{t}}}"),
+            EvtKind::RowSumPartials | EvtKind::ColSumPartials => format!("{{{t}}}"),
+            EvtKind::RowLsePartials => format!("{{static_cast<float*>({t})}}"),
+            EvtKind::GatherPerRow { target } => {
+                format!("{{static_cast<int32_t const*>(p.tensors[{target}]), static_cast<float*>({t})}}")
+            }
         };
         let comma = if i + 1 < plan.nodes.len() { "," } else { "" };
         let _ = writeln!(s, "      {arg}{comma}  // {}", node.name);
@@ -259,6 +269,6 @@ fn expr(op: &Op, r: &dyn Fn(NodeId) -> String) -> String {
         // Half-width values sit duplicated in both slots of their pair: slot parity picks.
         Op::Pair(a, b) => format!("(i & 1) ? {} : {}", r(b), r(a)),
         Op::Unpair(..) => unreachable!("emitted by the functor, which knows the operand's node"),
-        Op::RowSum(_) => unreachable!("row sums are store nodes"),
+        Op::RowSum(_) | Op::ColSum(_) | Op::RowLse(_) | Op::Gather(..) => unreachable!("reductions and gathers are store nodes"),
     }
 }

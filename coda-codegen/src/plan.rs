@@ -37,6 +37,10 @@ pub enum EvtKind {
     /// `[M, 2N]` from two full-width values (even and odd columns).
     DoubleTileStore(DType),
     RowSumPartials,
+    ColSumPartials,
+    RowLsePartials,
+    /// `x[m, target[m]]`: reads the target vector (this launch tensor), writes the output.
+    GatherPerRow { target: usize },
     /// Converts D's value to its element type: the DAG's output.
     StoreD(DType),
 }
@@ -83,7 +87,7 @@ pub fn plan(p: &Program) -> Plan {
         .or_else(|| {
             p.outputs.iter().find_map(|o| match o.kind {
                 OutputKind::Tile(d) | OutputKind::HalfTile(d) | OutputKind::DoubleTile(d) => Some(d),
-                OutputKind::RowPartial => None,
+                _ => None,
             })
         })
         .unwrap_or(DType::Bf16);
@@ -102,7 +106,10 @@ pub fn plan(p: &Program) -> Plan {
     for o in &p.outputs {
         uses[o.value] += 1;
         match (o.kind, &p.nodes[o.value].op) {
-            (OutputKind::RowPartial, Op::RowSum(src)) => materialize[*src] = true,
+            (OutputKind::RowPartial, Op::RowSum(src))
+            | (OutputKind::ColPartial, Op::ColSum(src))
+            | (OutputKind::LsePartial, Op::RowLse(src))
+            | (OutputKind::PerRow, Op::Gather(src, _)) => materialize[*src] = true,
             (OutputKind::DoubleTile(_), Op::Pair(a, b)) => {
                 materialize[*a] = true;
                 materialize[*b] = true;
@@ -133,6 +140,8 @@ pub fn plan(p: &Program) -> Plan {
                     InputKind::Tile(d) => (EvtKind::TileLoad(d), t(), format!("{}: Tile<{}>", input.name, d.rust_name())),
                     // Loaded by the `unpair` nodes that split it.
                     InputKind::DoubleTile(_) => continue,
+                    // Index vectors are read by the `gather` nodes that use them.
+                    InputKind::PerRow(DType::I32) => continue,
                     InputKind::PerRow(d) => {
                         (EvtKind::PerRowLoad(d), t(), format!("{}: PerRow<{}>", input.name, d.rust_name()))
                     }
@@ -156,8 +165,8 @@ pub fn plan(p: &Program) -> Plan {
                 )
             }
             Op::Const(_) if !materialize[id] => continue,
-            // Row sums and double-width pairs are store nodes, below.
-            Op::RowSum(_) => continue,
+            // Reductions, gathers and double-width pairs are store nodes, below.
+            Op::RowSum(_) | Op::ColSum(_) | Op::RowLse(_) | Op::Gather(..) => continue,
             Op::Pair(..) if widths[id] == Width::Double => continue,
             _ if materialize[id] || uses[id] > 1 => (
                 EvtKind::Compute { root: id },
@@ -185,6 +194,12 @@ pub fn plan(p: &Program) -> Plan {
             (OutputKind::HalfTile(d), _) => (EvtKind::HalfTileStore(d), vec![node_of(o.value)]),
             (OutputKind::DoubleTile(d), Op::Pair(a, b)) => (EvtKind::DoubleTileStore(d), vec![node_of(*a), node_of(*b)]),
             (OutputKind::RowPartial, Op::RowSum(src)) => (EvtKind::RowSumPartials, vec![node_of(*src)]),
+            (OutputKind::ColPartial, Op::ColSum(src)) => (EvtKind::ColSumPartials, vec![node_of(*src)]),
+            (OutputKind::LsePartial, Op::RowLse(src)) => (EvtKind::RowLsePartials, vec![node_of(*src)]),
+            (OutputKind::PerRow, Op::Gather(src, target)) => {
+                let Op::Input(i) = p.nodes[*target].op else { unreachable!("targets are inputs") };
+                (EvtKind::GatherPerRow { target: tensor_index(&p.inputs[i].name, false) }, vec![node_of(*src)])
+            }
             _ => unreachable!("the frontend checks output values"),
         };
         let label = match o.kind {
@@ -192,6 +207,9 @@ pub fn plan(p: &Program) -> Plan {
             OutputKind::HalfTile(d) => format!("output {}: HalfTile<{}>", o.name, d.rust_name()),
             OutputKind::DoubleTile(d) => format!("output {}: DoubleTile<{}>", o.name, d.rust_name()),
             OutputKind::RowPartial => format!("output {}: RowPartial<f32>", o.name),
+            OutputKind::ColPartial => format!("output {}: ColPartial<f32>", o.name),
+            OutputKind::LsePartial => format!("output {}: LsePartial<f32>", o.name),
+            OutputKind::PerRow => format!("output {}: PerRow<f32>", o.name),
         };
         nodes.push(EvtNode {
             kind,

@@ -4,10 +4,11 @@
 
 use std::path::{Path, PathBuf};
 
-pub const HEADERS: [(&str, &str); 4] = [
+pub const HEADERS: [(&str, &str); 5] = [
     ("launch.h", include_str!("../../cutlass-templates/include/coda/launch.h")),
     ("math.hpp", include_str!("../../cutlass-templates/include/coda/math.hpp")),
     ("pairwise.hpp", include_str!("../../cutlass-templates/include/coda/pairwise.hpp")),
+    ("rowstate.hpp", include_str!("../../cutlass-templates/include/coda/rowstate.hpp")),
     ("sm90_gemm.hpp", include_str!("../../cutlass-templates/include/coda/sm90_gemm.hpp")),
 ];
 

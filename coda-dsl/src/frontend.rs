@@ -103,8 +103,21 @@ fn pair(e: &Expr) -> syn::Result<(usize, usize)> {
 enum Value {
     /// An element-wise f32 value over the output tile.
     Elem(NodeId),
-    /// Per-tile row sums: only returnable, as `RowPartial<f32>`.
-    RowSum(NodeId),
+    /// A reduction or gather: only returnable, as this kind of output.
+    Out(NodeId, OutputKind),
+    /// An i32 index vector (`PerRow<i32>`): only usable as `gather`'s target.
+    Index(NodeId),
+}
+
+/// What the DSL calls each non-element-wise output, for messages.
+fn out_desc(k: OutputKind) -> (&'static str, &'static str) {
+    match k {
+        OutputKind::RowPartial => ("a `row_sum` partial", "RowPartial<f32>"),
+        OutputKind::ColPartial => ("a `col_sum` partial", "ColPartial<f32>"),
+        OutputKind::LsePartial => ("a `row_lse` partial", "LsePartial<f32>"),
+        OutputKind::PerRow => ("a `gather`ed per-row value", "PerRow<f32>"),
+        _ => ("an element-wise value", "Tile<T>"),
+    }
 }
 
 struct Lowering {
@@ -141,9 +154,16 @@ impl Lowering {
     fn any_elem(&mut self, e: &Expr) -> syn::Result<NodeId> {
         match self.expr(e)? {
             Value::Elem(id) => Ok(id),
-            Value::RowSum(_) => Err(syn::Error::new(
+            Value::Out(_, k) => {
+                let (what, ty) = out_desc(k);
+                Err(syn::Error::new(
+                    e.span(),
+                    format!("{what} is not an element-wise value; it can only be returned as `{ty}`"),
+                ))
+            }
+            Value::Index(_) => Err(syn::Error::new(
                 e.span(),
-                "a `row_sum` is a per-tile partial, not an element-wise value; it can only be returned as `RowPartial<f32>`",
+                "an i32 index vector is not an element-wise value; use it as `gather(x, target)`",
             )),
         }
     }
@@ -257,16 +277,32 @@ impl Lowering {
                 let w = self.join(&[cnd, a, b], span)?;
                 Ok(Value::Elem(self.push(Op::Select(cnd, a, b), w, span)))
             }
-            "row_sum" => {
+            "row_sum" | "col_sum" | "row_lse" => {
                 arity(1)?;
                 let a = self.elem(args[0])?;
                 if self.widths[a] == Width::Half {
                     return Err(syn::Error::new(
                         args[0].span(),
-                        "`row_sum` of a half-width value is not supported; sum the full-width values it came from",
+                        format!("`{fname}` of a half-width value is not supported; reduce the full-width values it came from"),
                     ));
                 }
-                Ok(Value::RowSum(self.push(Op::RowSum(a), Width::Full, span)))
+                let (op, kind) = match fname.as_str() {
+                    "row_sum" => (Op::RowSum(a), OutputKind::RowPartial),
+                    "col_sum" => (Op::ColSum(a), OutputKind::ColPartial),
+                    _ => (Op::RowLse(a), OutputKind::LsePartial),
+                };
+                Ok(Value::Out(self.push(op, Width::Full, span), kind))
+            }
+            "gather" => {
+                arity(2)?;
+                let x = self.elem(args[0])?;
+                if self.widths[x] != Width::Full {
+                    return Err(syn::Error::new(args[0].span(), "`gather` picks from a full-width value"));
+                }
+                let Value::Index(t) = self.expr(args[1])? else {
+                    return Err(syn::Error::new(args[1].span(), "`gather`'s target must be a `PerRow<i32>` input"));
+                };
+                Ok(Value::Out(self.push(Op::Gather(x, t), Width::Full, span), OutputKind::PerRow))
             }
             "pair" => {
                 arity(2)?;
@@ -284,12 +320,59 @@ impl Lowering {
             _ => Err(syn::Error::new(
                 c.func.span(),
                 format!(
-                    "unknown function `{fname}`; the DSL has {}, max, min, select, row_sum, pair, unpair",
+                    "unknown function `{fname}`; the DSL has {}, max, min, select, pair, unpair, row_sum, col_sum, row_lse, gather",
                     UnaryOp::ALL[1..].iter().map(|u| u.name()).collect::<Vec<_>>().join(", ")
                 ),
             )),
         }
     }
+}
+
+/// Rejects a program whose TMA-staged tiles leave fewer than two mainloop
+/// stages, at the input or output that tips it over (see [`crate::smem`]).
+fn check_shared_memory(
+    config: &Config,
+    inputs: &[Input],
+    input_spans: &[(String, Span)],
+    outputs: &[Output],
+    out_types: &[&Type],
+) -> syn::Result<()> {
+    use crate::smem;
+    let d = outputs.iter().position(|o| matches!(o.kind, OutputKind::Tile(_)));
+    let elem = outputs
+        .iter()
+        .find_map(|o| match o.kind {
+            OutputKind::Tile(t) | OutputKind::HalfTile(t) | OutputKind::DoubleTile(t) => Some(t),
+            _ => None,
+        })
+        .unwrap_or(DType::Bf16);
+    let c = d.and_then(|d| {
+        let OutputKind::Tile(t) = outputs[d].kind else { return None };
+        inputs.iter().position(|i| i.kind == InputKind::Tile(t))
+    });
+    let mut used = smem::base(config, elem);
+    let items = inputs
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (smem::input(config, p.kind, Some(i) == c), input_spans[i].1))
+        .chain(outputs.iter().enumerate().map(|(i, o)| (smem::output(config, o.kind, Some(i) == d), out_types[i].span())));
+    for (bytes, span) in items {
+        used += bytes;
+        if bytes > 0 && smem::stages_left(config, used) < 2 {
+            return Err(syn::Error::new(
+                span,
+                format!(
+                    "too many TMA-staged tiles: with tile ({}, {}) the epilogue would take ~{} KB of shared memory, \
+                     leaving room for fewer than 2 mainloop stages of {} KB; use a smaller tile or fewer Tile inputs/outputs",
+                    config.tile_m,
+                    config.tile_n,
+                    used / 1024,
+                    smem::mainloop_stage(config) / 1024
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `let (even, odd) = unpair(x);` (either name may be `_`).
@@ -382,7 +465,7 @@ fn input_kind(ty: &Type) -> syn::Result<InputKind> {
         }
         "PerRow" => {
             let (d, s) = need(arg)?;
-            Ok(InputKind::PerRow(dtype(&d, s, &float)?))
+            Ok(InputKind::PerRow(dtype(&d, s, &[DType::Bf16, DType::F32, DType::I32])?))
         }
         "PerCol" => {
             let (d, s) = need(arg)?;
@@ -405,15 +488,23 @@ fn output_kind(ty: &Type) -> syn::Result<OutputKind> {
         "Tile" => Ok(OutputKind::Tile(elem(arg, &[DType::Bf16, DType::F32])?)),
         "HalfTile" => Ok(OutputKind::HalfTile(elem(arg, &[DType::Bf16, DType::F32])?)),
         "DoubleTile" => Ok(OutputKind::DoubleTile(elem(arg, &[DType::Bf16])?)),
-        "RowPartial" => {
+        "RowPartial" | "ColPartial" | "LsePartial" | "PerRow" => {
             if let Some((d, s)) = arg {
                 dtype(&d, s, &[DType::F32])?;
             }
-            Ok(OutputKind::RowPartial)
+            Ok(match name.as_str() {
+                "RowPartial" => OutputKind::RowPartial,
+                "ColPartial" => OutputKind::ColPartial,
+                "LsePartial" => OutputKind::LsePartial,
+                _ => OutputKind::PerRow,
+            })
         }
         _ => Err(syn::Error::new(
             ty.span(),
-            format!("unknown output type `{name}`; expected Tile<T>, HalfTile<T>, DoubleTile<T> or RowPartial<f32>"),
+            format!(
+                "unknown output type `{name}`; expected Tile<T>, HalfTile<T>, DoubleTile<T>, RowPartial<f32>, \
+                 ColPartial<f32>, LsePartial<f32> or PerRow<f32>"
+            ),
         )),
     }
 }
@@ -477,7 +568,8 @@ pub fn lower_fn(item: &ItemFn, config: Config) -> syn::Result<Program> {
         };
         let id = lw.push(Op::Input(idx), width, pi.ident.span());
         lw.nodes[id].name = Some(name.clone());
-        lw.scope.insert(name.clone(), Value::Elem(id));
+        let value = if kind == InputKind::PerRow(DType::I32) { Value::Index(id) } else { Value::Elem(id) };
+        lw.scope.insert(name.clone(), value);
         input_spans.push((name, pi.ident.span()));
     }
     if !lw.inputs.iter().any(|p| p.kind == InputKind::Acc) {
@@ -515,7 +607,7 @@ pub fn lower_fn(item: &ItemFn, config: Config) -> syn::Result<Program> {
         };
         let v = lw.expr(&init.expr)?;
         let id = match v {
-            Value::Elem(id) | Value::RowSum(id) => id,
+            Value::Elem(id) | Value::Out(id, _) | Value::Index(id) => id,
         };
         let name = pi.ident.to_string();
         // Name the node after the binding unless it is a plain alias of a named one.
@@ -561,17 +653,24 @@ pub fn lower_fn(item: &ItemFn, config: Config) -> syn::Result<Program> {
             return Err(syn::Error::new(e.span(), format!("`{name}` is an input; bind it to a new name to return it")));
         }
         let value = match (lw.expr(e)?, kind) {
-            (Value::RowSum(id), OutputKind::RowPartial) => id,
-            (Value::RowSum(_), _) => {
-                return Err(syn::Error::new(
-                    ty.span(),
-                    format!("`{name}` is a `row_sum` partial; declare this output as `RowPartial<f32>`"),
-                ));
+            (Value::Out(id, k), want) if k == *want => id,
+            (Value::Out(_, k), _) => {
+                let (what, want) = out_desc(k);
+                return Err(syn::Error::new(ty.span(), format!("`{name}` is {what}; declare this output as `{want}`")));
             }
-            (Value::Elem(_), OutputKind::RowPartial) => {
+            (Value::Index(_), _) => {
+                return Err(syn::Error::new(e.span(), format!("`{name}` is an input index vector, not an output")));
+            }
+            (Value::Elem(_), k) if out_desc(*k).1 != "Tile<T>" => {
+                let producer = match k {
+                    OutputKind::RowPartial => "row_sum(...)",
+                    OutputKind::ColPartial => "col_sum(...)",
+                    OutputKind::LsePartial => "row_lse(...)",
+                    _ => "gather(x, target)",
+                };
                 return Err(syn::Error::new(
                     ty.span(),
-                    format!("`{name}` is an element-wise value; a `RowPartial<f32>` output needs `row_sum(...)`"),
+                    format!("`{name}` is an element-wise value; a `{}` output needs `{producer}`", out_desc(*k).1),
                 ));
             }
             (Value::Elem(id), _) => {
@@ -580,7 +679,7 @@ pub fn lower_fn(item: &ItemFn, config: Config) -> syn::Result<Program> {
                     OutputKind::Tile(_) => [Width::Full, Width::Row].contains(&w),
                     OutputKind::HalfTile(_) => w == Width::Half,
                     OutputKind::DoubleTile(_) => w == Width::Double,
-                    OutputKind::RowPartial => false,
+                    _ => false,
                 };
                 if !fits {
                     let is = match w {
@@ -605,6 +704,7 @@ pub fn lower_fn(item: &ItemFn, config: Config) -> syn::Result<Program> {
             return Err(syn::Error::new(*span, format!("`{name}` is computed but never used or returned")));
         }
     }
+    check_shared_memory(&config, &lw.inputs, &input_spans, &outputs, &out_types)?;
     Ok(Program { name: sig.ident.to_string(), doc, config, inputs: lw.inputs, nodes: lw.nodes, outputs })
 }
 

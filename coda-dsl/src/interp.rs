@@ -92,9 +92,21 @@ pub fn evaluate(
         OutputKind::HalfTile(_) => n / 2,
         OutputKind::DoubleTile(_) => 2 * n,
         OutputKind::RowPartial => n_tiles,
+        OutputKind::LsePartial => 2 * n_tiles,
+        OutputKind::PerRow => 1,
+        OutputKind::ColPartial => n,
     };
-    let mut outs: HashMap<String, Vec<f64>> =
-        program.outputs.iter().map(|o| (o.name.clone(), vec![0.0; rows * out_cols(o.kind)])).collect();
+    let tile_m = program.config.tile_m;
+    let m_tiles = rows.div_ceil(tile_m);
+    let mut outs: HashMap<String, Vec<f64>> = program
+        .outputs
+        .iter()
+        .map(|o| {
+            let r = if o.kind == OutputKind::ColPartial { m_tiles } else { rows };
+            (o.name.clone(), vec![0.0; r * out_cols(o.kind)])
+        })
+        .collect();
+    let f32_sum = |s: f64, v: f64| (s as f32 + v as f32) as f64;
 
     // One row at a time: every node's value over its columns (one for row-uniform values).
     let mut vals: Vec<Vec<f64>> = widths.iter().map(|w| vec![0.0; w.cols(n)]).collect();
@@ -147,8 +159,8 @@ pub fn evaluate(
                         v[2 * c + 1] = at(&vals[b], c);
                     }
                 }
-                // Sums are produced when the output is stored, below.
-                Op::RowSum(_) => {}
+                // Reductions and gathers are produced when the output is stored, below.
+                Op::RowSum(_) | Op::ColSum(_) | Op::RowLse(_) | Op::Gather(..) => {}
             }
             vals[id] = v;
         }
@@ -172,6 +184,50 @@ pub fn evaluate(
                             _ => cols.fold(0f32, |s, c| s + at(&vals[src], c) as f32) as f64,
                         };
                     }
+                }
+                OutputKind::ColPartial => {
+                    let Op::ColSum(src) = program.nodes[o.value].op else {
+                        return Err(format!("output `{}` is not a col_sum", o.name));
+                    };
+                    let base = (r / tile_m) * n;
+                    for c in 0..n {
+                        let v = at(&vals[src], c);
+                        out[base + c] = match precision {
+                            Precision::F64 => out[base + c] + v,
+                            _ => f32_sum(out[base + c], v),
+                        };
+                    }
+                }
+                OutputKind::LsePartial => {
+                    let Op::RowLse(src) = program.nodes[o.value].op else {
+                        return Err(format!("output `{}` is not a row_lse", o.name));
+                    };
+                    for t in 0..n_tiles {
+                        let cols = t * tile_n..((t + 1) * tile_n).min(n);
+                        let mx = cols.clone().map(|c| at(&vals[src], c)).fold(f64::NEG_INFINITY, f64::max);
+                        let se = if mx == f64::NEG_INFINITY {
+                            0.0
+                        } else {
+                            let terms = cols.map(|c| (at(&vals[src], c) - mx).exp());
+                            match precision {
+                                Precision::F64 => terms.sum(),
+                                _ => terms.fold(0f32, |s, e| s + e as f32) as f64,
+                            }
+                        };
+                        out[r * 2 * n_tiles + 2 * t] = mx;
+                        out[r * 2 * n_tiles + 2 * t + 1] = se;
+                    }
+                }
+                OutputKind::PerRow => {
+                    let Op::Gather(src, target) = program.nodes[o.value].op else {
+                        return Err(format!("output `{}` is not a gather", o.name));
+                    };
+                    let t = vals[target][0];
+                    out[r] = if t >= 0.0 && (t as usize) < n {
+                        precision.store(at(&vals[src], t as usize), DType::F32)
+                    } else {
+                        f64::NAN // not written
+                    };
                 }
             }
         }
@@ -208,6 +264,39 @@ pub fn binary(op: BinaryOp, a: f64, b: f64) -> f64 {
         BinaryOp::Max => a.max(b),
         BinaryOp::Min => a.min(b),
     }
+}
+
+/// Converts the kernel's `[2, n_tiles, m_pad]` log-sum-exp partials into the
+/// interpreter's logical `[rows, n_tiles, 2]` (max, sum), for the listed rows.
+pub fn lse_partials_from_device(device: &[f32], m_padded: usize, n_tiles: usize, rows: &[usize]) -> Vec<f64> {
+    let plane = n_tiles * m_padded;
+    let mut out = Vec::with_capacity(rows.len() * n_tiles * 2);
+    for &m in rows {
+        for t in 0..n_tiles {
+            out.push(device[t * m_padded + m] as f64);
+            out.push(device[plane + t * m_padded + m] as f64);
+        }
+    }
+    out
+}
+
+/// Converts the kernel's `[m_tiles, n_pad]` column partials into the logical `[m_tiles, n]`.
+pub fn col_partials_from_device(device: &[f32], n_padded: usize, n: usize) -> Vec<f64> {
+    device.chunks(n_padded).flat_map(|row| row[..n].iter().map(|&v| v as f64)).collect()
+}
+
+/// `lse[m] = max_t + log Σ_t s_t · exp(max_t − max)` from logical `[rows, n_tiles, 2]` partials.
+pub fn lse_from_partials(partials: &[f64], n_tiles: usize) -> Vec<f64> {
+    partials
+        .chunks(2 * n_tiles)
+        .map(|row| {
+            let mx = row.iter().step_by(2).copied().fold(f64::NEG_INFINITY, f64::max);
+            if mx == f64::NEG_INFINITY {
+                return f64::NEG_INFINITY;
+            }
+            mx + row.chunks(2).map(|p| p[1] * (p[0] - mx).exp()).sum::<f64>().ln()
+        })
+        .collect()
 }
 
 /// Converts the kernel's tile-major partials `[n_tiles, m_padded]` (m fastest)

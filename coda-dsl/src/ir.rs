@@ -57,6 +57,12 @@ pub enum OutputKind {
     DoubleTile(DType),
     /// f32 per-row sums over each tile's columns: one partial per (row, N-tile).
     RowPartial,
+    /// f32 per-column sums over each tile's rows: one partial per (M-tile, column).
+    ColPartial,
+    /// f32 online log-sum-exp state `(max, Σ exp(x − max))` per (row, N-tile).
+    LsePartial,
+    /// One f32 per row, from `gather`: written only where the row's target column exists.
+    PerRow,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -148,14 +154,20 @@ pub enum Op {
     Unpair(NodeId, u8),
     /// Interleaves two values of equal width: `[a0, b0, a1, b1, …]`, twice the width.
     Pair(NodeId, NodeId),
+    /// Sum over each tile's rows of an element-wise value.
+    ColSum(NodeId),
+    /// Online log-sum-exp over each tile's columns.
+    RowLse(NodeId),
+    /// `x[m, target[m]]` (the `PerRow<i32>` input `target`), where `0 ≤ target[m] < N`.
+    Gather(NodeId, NodeId),
 }
 
 impl Op {
     pub fn operands(&self) -> Vec<NodeId> {
         match *self {
             Op::Input(_) | Op::Const(_) => vec![],
-            Op::Unary(_, a) | Op::RowSum(a) | Op::Unpair(a, _) => vec![a],
-            Op::Binary(_, a, b) | Op::Pair(a, b) => vec![a, b],
+            Op::Unary(_, a) | Op::RowSum(a) | Op::Unpair(a, _) | Op::ColSum(a) | Op::RowLse(a) => vec![a],
+            Op::Binary(_, a, b) | Op::Pair(a, b) | Op::Gather(a, b) => vec![a, b],
             Op::Select(c, a, b) => vec![c, a, b],
         }
     }
@@ -267,6 +279,14 @@ impl Program {
     pub fn input(&self, name: &str) -> Option<(usize, &Input)> {
         self.inputs.iter().enumerate().find(|(_, p)| p.name == name)
     }
+    /// Number of M-tiles, i.e. column partials per column, for an `m`-row problem.
+    pub fn m_tiles(&self, m: usize) -> usize {
+        m.div_ceil(self.config.tile_m)
+    }
+    /// Columns of a column-partials buffer: `N` rounded up to the tile width.
+    pub fn n_padded(&self, n: usize) -> usize {
+        n.div_ceil(self.config.tile_n) * self.config.tile_n
+    }
     /// Number of N-tiles, i.e. partials per row, for an `n`-column problem.
     pub fn n_tiles(&self, n: usize) -> usize {
         n.div_ceil(self.config.tile_n)
@@ -293,6 +313,9 @@ impl Program {
                 OutputKind::HalfTile(d) => (Shape::HalfTile, d),
                 OutputKind::DoubleTile(d) => (Shape::DoubleTile, d),
                 OutputKind::RowPartial => (Shape::RowPartial, DType::F32),
+                OutputKind::ColPartial => (Shape::ColPartial, DType::F32),
+                OutputKind::LsePartial => (Shape::LsePartial, DType::F32),
+                OutputKind::PerRow => (Shape::PerRow, DType::F32),
             };
             TensorParam { name: o.name.clone(), shape, dtype, output: true }
         });
@@ -309,7 +332,7 @@ impl Program {
                     InputKind::PerRow(_) | InputKind::Scalar => Width::Row,
                 },
                 Op::Const(_) => Width::Row,
-                Op::Unary(_, a) | Op::RowSum(a) => w[a],
+                Op::Unary(_, a) | Op::RowSum(a) | Op::ColSum(a) | Op::RowLse(a) | Op::Gather(a, _) => w[a],
                 Op::Binary(_, a, b) => w[a].join(w[b]).unwrap_or(Width::Full),
                 Op::Select(c, a, b) => w[c].join(w[a]).and_then(|x| x.join(w[b])).unwrap_or(Width::Full),
                 Op::Unpair(a, _) => w[a].halved().unwrap_or(Width::Half),
@@ -341,6 +364,10 @@ pub enum Shape {
     PerCol,
     /// `[ceil(N / tile_n), round_up(M, tile_m)]`: tile-major, `m` fastest.
     RowPartial,
+    /// `[ceil(M / tile_m), round_up(N, tile_n)]`: tile-major, `n` fastest.
+    ColPartial,
+    /// `[2, ceil(N / tile_n), round_up(M, tile_m)]`: the maxima, then the sums.
+    LsePartial,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -24,6 +24,7 @@
 pub mod frontend;
 pub mod interp;
 pub mod ir;
+pub mod smem;
 
 pub use frontend::{lower_file, lower_fn, parse_config};
 pub use ir::Program;

@@ -61,7 +61,11 @@ fn user_errors_name_the_rule() {
         (quote!(fn p(acc: Acc) -> Tile<bf16> { let t = acc * 2.0; let y = acc; y }), "`t` is computed but never used"),
         (quote!(fn p(acc: Acc) -> Tile<bf16> { let s = row_sum(acc); s }), "declare this output as `RowPartial<f32>`"),
         (quote!(fn p(acc: Acc) -> RowPartial<f32> { let y = acc; y }), "needs `row_sum(...)`"),
-        (quote!(fn p(acc: Acc) -> Tile<bf16> { let s = row_sum(acc); let y = s + 1.0; y }), "per-tile partial, not an element-wise value"),
+        (quote!(fn p(acc: Acc) -> Tile<bf16> { let s = row_sum(acc); let y = s + 1.0; y }), "a `row_sum` partial is not an element-wise value"),
+        (quote!(fn p(acc: Acc, t: PerRow<i32>) -> Tile<bf16> { let y = acc + t; y }), "an i32 index vector is not an element-wise value"),
+        (quote!(fn p(acc: Acc, t: PerRow<f32>) -> PerRow<f32> { let g = gather(acc, t); g }), "`gather`'s target must be a `PerRow<i32>` input"),
+        (quote!(fn p(acc: Acc) -> LsePartial<f32> { let s = row_sum(acc); s }), "`s` is a `row_sum` partial; declare this output as `RowPartial<f32>`"),
+        (quote!(fn p(acc: Acc) -> ColPartial<f32> { let s = acc * 2.0; s }), "a `ColPartial<f32>` output needs `col_sum(...)`"),
         (quote!(fn p(acc: Acc) -> (Tile<bf16>, Tile<bf16>) { let y = acc; y }), "declares 2 outputs but the body returns 1"),
         (quote!(fn p(z: Tile<bf16>) -> Tile<bf16> { let y = z; y }), "needs an `acc: Acc` input"),
         (quote!(fn p(acc: Acc, a: Tile<bf16>) -> Tile<bf16> { let y = acc + a; y }), "`a` is reserved for the GEMM operand A"),
@@ -78,6 +82,14 @@ fn user_errors_name_the_rule() {
         (quote!(fn p(acc: Acc) -> Tile<bf16> { acc * 2.0 }), "return a `let` name"),
         (quote!(fn p(acc: Acc) -> Tile<bf16> { let y = acc % 2.0; y }), "only `+ - * /` are supported"),
     ];
+    let too_many = quote!(
+        fn p(acc: Acc) -> (Tile<bf16>, Tile<bf16>, Tile<bf16>, Tile<bf16>, Tile<bf16>, Tile<bf16>, Tile<bf16>, Tile<bf16>, Tile<bf16>) {
+            let a0 = acc; let a1 = acc * 2.0; let a2 = acc * 3.0; let a3 = acc * 4.0;
+            let a4 = acc * 5.0; let a5 = acc * 6.0; let a6 = acc * 7.0; let a7 = acc * 8.0; let a8 = acc * 9.0;
+            (a0, a1, a2, a3, a4, a5, a6, a7, a8)
+        }
+    );
+    let cases: Vec<_> = cases.into_iter().chain([(too_many, "too many TMA-staged tiles: with tile (128, 256)")]).collect();
     for (src, want) in cases {
         let err = lower(src.clone()).expect_err(&src.to_string());
         assert!(err.contains(want), "{src}\n  got: {err}\n  want: {want}");

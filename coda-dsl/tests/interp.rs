@@ -153,3 +153,103 @@ fn every_function_has_its_math_meaning() {
         assert!((out["y"][i] - want).abs() < 1e-12, "x = {x}");
     }
 }
+
+fn eval(p: &coda_dsl::Program, rows: usize, n: usize, acc: Vec<f64>, tensors: &[(&str, Vec<f64>)]) -> HashMap<String, Vec<f64>> {
+    let tensors = tensors.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+    interp::evaluate(p, rows, n, &Inputs { acc, tensors, scalars: HashMap::new() }, Precision::F64).unwrap()
+}
+
+#[test]
+fn lse_partials_handle_ragged_tiles_and_minus_infinity() {
+    let p = program(
+        quote! { fn ce(acc: Acc) -> LsePartial<f32> { let lse = row_lse(acc); lse } },
+        Config { tile_n: 128, ..Config::default() },
+    );
+    let (rows, n) = (2, 200); // tiles: 128 + 72 columns
+    let mut acc = values(rows * n, 11);
+    for c in 128..200 {
+        acc[n + c] = f64::NEG_INFINITY; // row 1's last tile is all −inf
+    }
+    let out = eval(&p, rows, n, acc.clone(), &[]);
+    let lse = &out["lse"]; // [rows, n_tiles, 2]
+    for r in 0..rows {
+        for (t, cols) in [(0, 0..128), (1, 128..200)] {
+            let (mx, se) = (lse[r * 4 + 2 * t], lse[r * 4 + 2 * t + 1]);
+            let want_mx = cols.clone().map(|c| acc[r * n + c]).fold(f64::NEG_INFINITY, f64::max);
+            assert_eq!(mx, want_mx);
+            if want_mx == f64::NEG_INFINITY {
+                assert_eq!(se, 0.0, "an all −inf tile contributes nothing");
+            } else {
+                let want: f64 = cols.map(|c| (acc[r * n + c] - mx).exp()).sum();
+                assert!((se - want).abs() < 1e-12);
+            }
+        }
+        let full = interp::lse_from_partials(&lse[r * 4..r * 4 + 4], 2)[0];
+        let direct = (0..n).map(|c| acc[r * n + c]).filter(|x| x.is_finite()).map(f64::exp).sum::<f64>().ln();
+        assert!((full - direct).abs() < 1e-12, "row {r}: {full} vs {direct}");
+    }
+}
+
+#[test]
+fn gather_picks_the_target_column_and_skips_ignored_rows() {
+    let p = program(
+        quote! { fn g(acc: Acc, target: PerRow<i32>) -> PerRow<f32> { let t = gather(acc, target); t } },
+        Config::default(),
+    );
+    let (rows, n) = (4, 16);
+    let acc = values(rows * n, 12);
+    let out = eval(&p, rows, n, acc.clone(), &[("target", vec![3.0, -100.0, 15.0, 16.0])]);
+    assert_eq!(out["t"][0], acc[3]);
+    assert!(out["t"][1].is_nan(), "the ignore index writes nothing");
+    assert_eq!(out["t"][2], acc[2 * n + 15]);
+    assert!(out["t"][3].is_nan(), "a target past N writes nothing");
+}
+
+#[test]
+fn col_partials_sum_each_m_tile_including_the_ragged_one() {
+    let p = program(quote! { fn c(acc: Acc) -> ColPartial<f32> { let d = col_sum(acc); d } }, Config::default());
+    let (rows, n) = (300, 8); // M-tiles of 128: 128 + 128 + 44 rows
+    let acc = values(rows * n, 13);
+    let out = eval(&p, rows, n, acc.clone(), &[]);
+    assert_eq!(out["d"].len(), 3 * n);
+    for (t, rs) in [(0, 0..128), (1, 128..256), (2, 256..300)] {
+        for c in 0..n {
+            let want: f64 = rs.clone().map(|r| acc[r * n + c]).sum();
+            assert!((out["d"][t * n + c] - want).abs() < 1e-12);
+        }
+    }
+    assert_eq!(interp::col_partials_from_device(&[1.0, 2.0, 9.0, 3.0, 4.0, 9.0], 3, 2), vec![1.0, 2.0, 3.0, 4.0]);
+}
+
+#[test]
+fn unpair_and_pair_move_between_widths() {
+    let p = program(
+        quote! {
+            fn pw(acc: Acc, z: DoubleTile<bf16>) -> (HalfTile<f32>, Tile<f32>, DoubleTile<bf16>) {
+                let (g, u) = unpair(acc);
+                let half = g * u;
+                let swapped = pair(u, g);
+                let (e, o) = unpair(z);
+                let wide = pair(e + 1.0, o * 2.0);
+                (half, swapped, wide)
+            }
+        },
+        Config::default(),
+    );
+    let (rows, n) = (2, 8);
+    let acc = values(rows * n, 14);
+    let z = values(rows * 2 * n, 15);
+    let out = eval(&p, rows, n, acc.clone(), &[("z", z.clone())]);
+    for r in 0..rows {
+        for j in 0..n / 2 {
+            let (g, u) = (acc[r * n + 2 * j], acc[r * n + 2 * j + 1]);
+            assert_eq!(out["half"][r * n / 2 + j], g * u);
+            assert_eq!(out["swapped"][r * n + 2 * j], u);
+            assert_eq!(out["swapped"][r * n + 2 * j + 1], g);
+        }
+        for c in 0..n {
+            assert_eq!(out["wide"][r * 2 * n + 2 * c], z[r * 2 * n + 2 * c] + 1.0);
+            assert_eq!(out["wide"][r * 2 * n + 2 * c + 1], z[r * 2 * n + 2 * c + 1] * 2.0);
+        }
+    }
+}

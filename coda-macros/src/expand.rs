@@ -28,6 +28,8 @@ fn shape_doc(s: Shape) -> &'static str {
         Shape::PerRow => "`[M]`: one value per row",
         Shape::PerCol => "`[N]`: one value per column",
         Shape::RowPartial => "`[ceil(N / TILE_N), round_up(M, TILE_M)]` f32 partial row sums (tile-major)",
+        Shape::ColPartial => "`[ceil(M / TILE_M), round_up(N, TILE_N)]` f32 partial column sums (tile-major)",
+        Shape::LsePartial => "`[2, ceil(N / TILE_N), round_up(M, TILE_M)]` f32 log-sum-exp partials: maxima, then sums",
     }
 }
 
@@ -66,6 +68,8 @@ pub fn module(p: &Program, vis: &syn::Visibility) -> TokenStream {
             Shape::PerRow => quote!(::coda_runtime::dsl::ir::Shape::PerRow),
             Shape::PerCol => quote!(::coda_runtime::dsl::ir::Shape::PerCol),
             Shape::RowPartial => quote!(::coda_runtime::dsl::ir::Shape::RowPartial),
+            Shape::ColPartial => quote!(::coda_runtime::dsl::ir::Shape::ColPartial),
+            Shape::LsePartial => quote!(::coda_runtime::dsl::ir::Shape::LsePartial),
         };
         let output = t.output;
         infos.push(quote!(::coda_runtime::ParamInfo { name: #pname, shape: #shape, dtype: #dt, output: #output }));

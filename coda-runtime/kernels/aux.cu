@@ -25,3 +25,105 @@ extern "C" int coda_rms_finish(const float* partials, int64_t m, int64_t m_pad, 
   rms_finish<<<blocks, threads, 0, static_cast<cudaStream_t>(stream)>>>(partials, m, m_pad, n_tiles, inv_d, eps, r);
   return int(cudaGetLastError());
 }
+
+namespace {
+
+// out[m] = scale · Σ_t partials[t * m_pad + m]
+__global__ void row_sum_finish(const float* __restrict__ partials, int64_t m, int64_t m_pad, int64_t n_tiles,
+                               float scale, float* __restrict__ out) {
+  int64_t row = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (row >= m) return;
+  float sum = 0.0f;
+  for (int64_t t = 0; t < n_tiles; ++t) sum += partials[t * m_pad + row];
+  out[row] = sum * scale;
+}
+
+// out[n] = Σ_t partials[t * n_pad + n]
+__global__ void col_sum_finish(const float* __restrict__ partials, int64_t n, int64_t n_pad, int64_t m_tiles,
+                               float* __restrict__ out) {
+  int64_t col = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (col >= n) return;
+  float sum = 0.0f;
+  for (int64_t t = 0; t < m_tiles; ++t) sum += partials[t * n_pad + col];
+  out[col] = sum;
+}
+
+// lse[m] = max_t + log Σ_t s_t · exp(max_t − max) over [2, n_tiles, m_pad] partials.
+__global__ void lse_finish(const float* __restrict__ partials, int64_t m, int64_t m_pad, int64_t n_tiles,
+                           float* __restrict__ lse) {
+  int64_t row = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (row >= m) return;
+  const float* mx = partials;
+  const float* se = partials + n_tiles * m_pad;
+  float big = -INFINITY;
+  for (int64_t t = 0; t < n_tiles; ++t) big = fmaxf(big, mx[t * m_pad + row]);
+  if (big == -INFINITY) {
+    lse[row] = -INFINITY;
+    return;
+  }
+  float sum = 0.0f;
+  for (int64_t t = 0; t < n_tiles; ++t) sum += se[t * m_pad + row] * expf(mx[t * m_pad + row] - big);
+  lse[row] = big + logf(sum);
+}
+
+// loss[m] = lse[m] − target_logit[m] where 0 ≤ target[m] < n, else 0; mean over
+// those rows (NaN if none). One block: a fixed summation order, deterministic.
+__global__ void cross_entropy_finish(const float* __restrict__ lse, const float* __restrict__ target_logit,
+                                     const int32_t* __restrict__ target, int64_t m, int64_t n,
+                                     float* __restrict__ loss, float* __restrict__ mean) {
+  __shared__ float sums[1024];
+  __shared__ float counts[1024];
+  float sum = 0.0f, count = 0.0f;
+  for (int64_t row = threadIdx.x; row < m; row += blockDim.x) {
+    int32_t t = target[row];
+    bool valid = t >= 0 && t < n;
+    float l = valid ? lse[row] - target_logit[row] : 0.0f;
+    loss[row] = l;
+    sum += l;
+    count += valid ? 1.0f : 0.0f;
+  }
+  sums[threadIdx.x] = sum;
+  counts[threadIdx.x] = count;
+  __syncthreads();
+  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride) {
+      sums[threadIdx.x] += sums[threadIdx.x + stride];
+      counts[threadIdx.x] += counts[threadIdx.x + stride];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *mean = counts[0] > 0.0f ? sums[0] / counts[0] : NAN;
+}
+
+unsigned blocks_for(int64_t n, int threads) { return unsigned((n + threads - 1) / threads); }
+
+}  // namespace
+
+extern "C" int coda_row_sum_finish(const float* partials, int64_t m, int64_t m_pad, int64_t n_tiles, float scale,
+                                   float* out, void* stream) {
+  if (stream == nullptr) return int(cudaErrorInvalidResourceHandle);
+  row_sum_finish<<<blocks_for(m, 256), 256, 0, static_cast<cudaStream_t>(stream)>>>(partials, m, m_pad, n_tiles,
+                                                                                     scale, out);
+  return int(cudaGetLastError());
+}
+
+extern "C" int coda_col_sum_finish(const float* partials, int64_t n, int64_t n_pad, int64_t m_tiles, float* out,
+                                   void* stream) {
+  if (stream == nullptr) return int(cudaErrorInvalidResourceHandle);
+  col_sum_finish<<<blocks_for(n, 256), 256, 0, static_cast<cudaStream_t>(stream)>>>(partials, n, n_pad, m_tiles, out);
+  return int(cudaGetLastError());
+}
+
+extern "C" int coda_lse_finish(const float* partials, int64_t m, int64_t m_pad, int64_t n_tiles, float* lse,
+                               void* stream) {
+  if (stream == nullptr) return int(cudaErrorInvalidResourceHandle);
+  lse_finish<<<blocks_for(m, 256), 256, 0, static_cast<cudaStream_t>(stream)>>>(partials, m, m_pad, n_tiles, lse);
+  return int(cudaGetLastError());
+}
+
+extern "C" int coda_cross_entropy_finish(const float* lse, const float* target_logit, const int32_t* target,
+                                         int64_t m, int64_t n, float* loss, float* mean, void* stream) {
+  if (stream == nullptr) return int(cudaErrorInvalidResourceHandle);
+  cross_entropy_finish<<<1, 1024, 0, static_cast<cudaStream_t>(stream)>>>(lse, target_logit, target, m, n, loss, mean);
+  return int(cudaGetLastError());
+}

@@ -1,57 +1,158 @@
-//! Aux reductions: finish the per-tile partials that epilogues write.
-
-use std::ffi::c_void;
+//! Aux reductions: finish the per-tile partials that epilogues write. Each is
+//! one small deterministic kernel (fixed summation order, no atomics) on the
+//! stream, reading only the partials, never a full activation.
 
 use cudarc::driver::{DevicePtr, DevicePtrMut};
 
-use crate::{Error, Stream, Tensor};
+use crate::{Element, Error, Stream, Tensor};
 
-/// RMSNorm's inverse RMS from row-sum-of-squares partials:
-/// `r[m] = rsqrt(Σ_t partials[t, m] / d + eps)`, where `partials` is a
-/// `RowPartial` output `[n_tiles, m_pad]` and `r` is `[M]` f32.
-pub fn rms_from_partials(
-    stream: &Stream,
-    partials: &Tensor<f32>,
-    d: usize,
-    eps: f32,
-    r: &mut Tensor<f32>,
-) -> Result<(), Error> {
-    let [n_tiles, m_pad] = partials.shape() else {
-        return Err(Error::arg("partials", format!("must be rank 2 [n_tiles, m_pad], got {:?}", partials.shape())));
-    };
-    let (n_tiles, m_pad) = (*n_tiles, *m_pad);
-    let [m] = r.shape() else {
-        return Err(Error::arg("r", format!("must be rank 1 [M], got {:?}", r.shape())));
-    };
-    let m = *m;
-    if m == 0 || m > m_pad {
-        return Err(Error::arg("r", format!("length M = {m} must be in 1..={m_pad} (the partials' rows)")));
+fn rank2(name: &str, t: &Tensor<f32>, what: &str) -> Result<(usize, usize), Error> {
+    match *t.shape() {
+        [a, b] if a > 0 && b > 0 => Ok((a, b)),
+        _ => Err(Error::arg(name, format!("must be {what}, got shape {:?}", t.shape()))),
     }
-    if d == 0 || n_tiles == 0 {
-        return Err(Error::arg("d", "the normalized width and the partials' tile count must be ≥ 1"));
-    }
-    if partials.slice().ordinal() != stream.ordinal() || r.slice().ordinal() != stream.ordinal() {
-        return Err(Error::arg("partials", "tensors and stream must be on one device"));
-    }
-    let (pp, _g1) = partials.slice().device_ptr(stream.cuda());
-    let (pr, _g2) = r.slice_mut().device_ptr_mut(stream.cuda());
-    stream.cuda().context().bind_to_thread()?;
-    // SAFETY: both buffers were shape-checked above and outlive the enqueue.
-    let code = unsafe {
-        crate::ffi::coda_rms_finish(
-            pp as *const f32,
-            m as i64,
-            m_pad as i64,
-            n_tiles as i64,
-            1.0 / d as f32,
-            eps,
-            pr as *mut f32,
-            stream.raw() as *mut c_void,
-        )
-    };
-    if code == 0 {
+}
+
+fn vector<T: Element>(name: &str, t: &Tensor<T>, len: usize) -> Result<(), Error> {
+    if t.shape() == [len] {
         Ok(())
     } else {
-        Err(Error::Kernel { kernel: "coda_rms_finish", code, message: "CUDA launch error".into() })
+        Err(Error::arg(name, format!("must be [{len}], got shape {:?}", t.shape())))
     }
+}
+
+fn same_stream<T: Element>(stream: &Stream, name: &str, t: &Tensor<T>) -> Result<(), Error> {
+    if std::sync::Arc::ptr_eq(t.slice().stream(), stream.cuda()) {
+        Ok(())
+    } else {
+        Err(Error::arg(name, "was allocated on another stream; use tensors of the launch stream"))
+    }
+}
+
+fn ptr<T: Element>(stream: &Stream, t: &Tensor<T>) -> *const T {
+    t.slice().device_ptr(stream.cuda()).0 as *const T
+}
+
+fn ptr_mut<T: Element>(stream: &Stream, t: &mut Tensor<T>) -> *mut T {
+    t.slice_mut().device_ptr_mut(stream.cuda()).0 as *mut T
+}
+
+fn launched(kernel: &'static str, code: i32) -> Result<(), Error> {
+    if code == 0 { Ok(()) } else { Err(Error::Kernel { kernel, code, message: "CUDA launch error".into() }) }
+}
+
+/// The rows `M` a `[n_tiles, m_pad]` row-partials tensor is finished for, checked against `out` `[M]`.
+fn row_partials(partials: &Tensor<f32>, out_name: &str, m: usize) -> Result<(usize, usize), Error> {
+    let (n_tiles, m_pad) = rank2("partials", partials, "[n_tiles, m_pad] row partials")?;
+    if m == 0 || m > m_pad {
+        return Err(Error::arg(out_name, format!("length M = {m} must be in 1..={m_pad} (the partials' rows)")));
+    }
+    Ok((n_tiles, m_pad))
+}
+
+/// RMSNorm's inverse RMS from row-sum-of-squares partials:
+/// `r[m] = rsqrt(Σ_t partials[t, m] / d + eps)`; `partials` is a `RowPartial`
+/// output `[n_tiles, m_pad]` and `r` is `[M]`.
+pub fn rms_from_partials(stream: &Stream, partials: &Tensor<f32>, d: usize, eps: f32, r: &mut Tensor<f32>) -> Result<(), Error> {
+    let m = r.len();
+    vector("r", r, m)?;
+    let (n_tiles, m_pad) = row_partials(partials, "r", m)?;
+    if d == 0 {
+        return Err(Error::arg("d", "the normalized width must be ≥ 1"));
+    }
+    same_stream(stream, "partials", partials)?;
+    same_stream(stream, "r", r)?;
+    stream.cuda().context().bind_to_thread()?;
+    let (p, o) = (ptr(stream, partials), ptr_mut(stream, r));
+    // SAFETY: shapes checked above; both buffers outlive the enqueue on their own stream.
+    let code = unsafe {
+        crate::ffi::coda_rms_finish(p, m as i64, m_pad as i64, n_tiles as i64, 1.0 / d as f32, eps, o, stream.raw())
+    };
+    launched("coda_rms_finish", code)
+}
+
+/// Plain row sums: `out[m] = scale · Σ_t partials[t, m]` (e.g. `s = (1/d) Σ dy ⊙ y`).
+pub fn row_sums(stream: &Stream, partials: &Tensor<f32>, scale: f32, out: &mut Tensor<f32>) -> Result<(), Error> {
+    let m = out.len();
+    vector("out", out, m)?;
+    let (n_tiles, m_pad) = row_partials(partials, "out", m)?;
+    same_stream(stream, "partials", partials)?;
+    same_stream(stream, "out", out)?;
+    stream.cuda().context().bind_to_thread()?;
+    let (p, o) = (ptr(stream, partials), ptr_mut(stream, out));
+    // SAFETY: shapes checked above.
+    let code =
+        unsafe { crate::ffi::coda_row_sum_finish(p, m as i64, m_pad as i64, n_tiles as i64, scale, o, stream.raw()) };
+    launched("coda_row_sum_finish", code)
+}
+
+/// Column sums over M-tiles: `out[n] = Σ_t partials[t, n]`, from a `ColPartial`
+/// output `[m_tiles, n_pad]` (e.g. `dγ`); `out` is `[N]`.
+pub fn col_sums(stream: &Stream, partials: &Tensor<f32>, out: &mut Tensor<f32>) -> Result<(), Error> {
+    let (m_tiles, n_pad) = rank2("partials", partials, "[m_tiles, n_pad] column partials")?;
+    let n = out.len();
+    if n == 0 || n > n_pad || out.shape() != [n] {
+        return Err(Error::arg("out", format!("must be [N] with 1 ≤ N ≤ {n_pad}, got shape {:?}", out.shape())));
+    }
+    same_stream(stream, "partials", partials)?;
+    same_stream(stream, "out", out)?;
+    stream.cuda().context().bind_to_thread()?;
+    let (p, o) = (ptr(stream, partials), ptr_mut(stream, out));
+    // SAFETY: shapes checked above.
+    let code = unsafe { crate::ffi::coda_col_sum_finish(p, n as i64, n_pad as i64, m_tiles as i64, o, stream.raw()) };
+    launched("coda_col_sum_finish", code)
+}
+
+/// Log-sum-exp per row from `LsePartial` output `[2, n_tiles, m_pad]`; `lse` is `[M]`.
+pub fn lse_from_partials(stream: &Stream, partials: &Tensor<f32>, lse: &mut Tensor<f32>) -> Result<(), Error> {
+    let m = lse.len();
+    vector("lse", lse, m)?;
+    let (n_tiles, m_pad) = match *partials.shape() {
+        [2, t, p] if t > 0 && p > 0 => (t, p),
+        _ => return Err(Error::arg("partials", format!("must be [2, n_tiles, m_pad], got shape {:?}", partials.shape()))),
+    };
+    if m == 0 || m > m_pad {
+        return Err(Error::arg("lse", format!("length M = {m} must be in 1..={m_pad} (the partials' rows)")));
+    }
+    same_stream(stream, "partials", partials)?;
+    same_stream(stream, "lse", lse)?;
+    stream.cuda().context().bind_to_thread()?;
+    let (p, o) = (ptr(stream, partials), ptr_mut(stream, lse));
+    // SAFETY: shapes checked above.
+    let code = unsafe { crate::ffi::coda_lse_finish(p, m as i64, m_pad as i64, n_tiles as i64, o, stream.raw()) };
+    launched("coda_lse_finish", code)
+}
+
+/// Cross-entropy from `lse` and the gathered target logits: `loss[m] = lse[m] −
+/// target_logit[m]` for rows whose target is in `[0, n_classes)`, 0 for ignored
+/// rows (e.g. target −100), and `mean` `[1]` over the non-ignored rows (NaN if none).
+pub fn cross_entropy_loss(
+    stream: &Stream,
+    lse: &Tensor<f32>,
+    target_logit: &Tensor<f32>,
+    targets: &Tensor<i32>,
+    n_classes: usize,
+    loss: &mut Tensor<f32>,
+    mean: &mut Tensor<f32>,
+) -> Result<(), Error> {
+    let m = lse.len();
+    if m == 0 {
+        return Err(Error::arg("lse", "must have at least one row"));
+    }
+    vector("lse", lse, m)?;
+    vector("target_logit", target_logit, m)?;
+    vector("targets", targets, m)?;
+    vector("loss", loss, m)?;
+    vector("mean", mean, 1)?;
+    same_stream(stream, "lse", lse)?;
+    same_stream(stream, "target_logit", target_logit)?;
+    same_stream(stream, "targets", targets)?;
+    same_stream(stream, "loss", loss)?;
+    same_stream(stream, "mean", mean)?;
+    stream.cuda().context().bind_to_thread()?;
+    let (l, tl, t) = (ptr(stream, lse), ptr(stream, target_logit), ptr(stream, targets));
+    let (lo, me) = (ptr_mut(stream, loss), ptr_mut(stream, mean));
+    // SAFETY: every buffer is [M] (mean [1]), checked above.
+    let code = unsafe { crate::ffi::coda_cross_entropy_finish(l, tl, t, m as i64, n_classes as i64, lo, me, stream.raw()) };
+    launched("coda_cross_entropy_finish", code)
 }

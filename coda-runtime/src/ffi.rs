@@ -40,4 +40,32 @@ unsafe extern "C" {
         r: *mut f32,
         stream: *mut c_void,
     ) -> i32;
+    pub fn coda_row_sum_finish(
+        partials: *const f32,
+        m: i64,
+        m_pad: i64,
+        n_tiles: i64,
+        scale: f32,
+        out: *mut f32,
+        stream: *mut c_void,
+    ) -> i32;
+    pub fn coda_col_sum_finish(
+        partials: *const f32,
+        n: i64,
+        n_pad: i64,
+        m_tiles: i64,
+        out: *mut f32,
+        stream: *mut c_void,
+    ) -> i32;
+    pub fn coda_lse_finish(partials: *const f32, m: i64, m_pad: i64, n_tiles: i64, lse: *mut f32, stream: *mut c_void) -> i32;
+    pub fn coda_cross_entropy_finish(
+        lse: *const f32,
+        target_logit: *const f32,
+        target: *const i32,
+        m: i64,
+        n: i64,
+        loss: *mut f32,
+        mean: *mut f32,
+        stream: *mut c_void,
+    ) -> i32;
 }

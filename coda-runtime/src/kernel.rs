@@ -122,6 +122,17 @@ pub fn check_args(
                 vec![n_tiles, m_pad],
                 format!("[ceil(N / {}), round_up(M, {})] = [{n_tiles}, {m_pad}]", kernel.tile_n, kernel.tile_m),
             ),
+            Shape::LsePartial => (
+                vec![2, n_tiles, m_pad],
+                format!("[2, ceil(N / {}), round_up(M, {})] = [2, {n_tiles}, {m_pad}]", kernel.tile_n, kernel.tile_m),
+            ),
+            Shape::ColPartial => {
+                let (m_tiles, n_pad) = (m.div_ceil(kernel.tile_m), n.div_ceil(kernel.tile_n) * kernel.tile_n);
+                (
+                    vec![m_tiles, n_pad],
+                    format!("[ceil(M / {}), round_up(N, {})] = [{m_tiles}, {n_pad}]", kernel.tile_m, kernel.tile_n),
+                )
+            }
         };
         if t.dims != want.as_slice() {
             return Err(Error::arg(p.name, format!("shape {} must be {rule}", dims_str(t.dims))));

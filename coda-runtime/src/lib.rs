@@ -17,6 +17,7 @@
 
 pub mod aux;
 pub mod baseline;
+pub mod bench;
 mod error;
 pub mod ffi;
 mod kernel;

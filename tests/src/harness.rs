@@ -9,10 +9,11 @@ use coda_runtime::dsl::ir::{DType, InputKind, Program, Shape};
 use coda_runtime::{Error, Kernel, Stream, Tensor, TensorArg, bf16};
 use llama_norm::host::{Check, Rng, linear_rows, sample_rows, to_f64};
 
-/// A device tensor of either float dtype, with its host copy as f64.
+/// A device tensor of any dtype, with its host copy as f64.
 enum Dyn {
     Bf16(Tensor<bf16>),
     F32(Tensor<f32>),
+    I32(Tensor<i32>),
 }
 
 impl Dyn {
@@ -23,21 +24,30 @@ impl Dyn {
                 let v = rng.bf16s(n, lo, hi);
                 (Dyn::Bf16(Tensor::from_host(stream, &v, dims)?), to_f64(&v))
             }
-            _ => {
+            DType::F32 => {
                 let v: Vec<f32> = (0..n).map(|_| rng.uniform(lo, hi) as f32).collect();
                 let h = v.iter().map(|&x| x as f64).collect();
                 (Dyn::F32(Tensor::from_host(stream, &v, dims)?), h)
+            }
+            DType::I32 => {
+                // Target columns in [0, hi), every 7th the ignore index −100.
+                let v: Vec<i32> =
+                    (0..n).map(|i| if i % 7 == 3 { -100 } else { (rng.next_u64() % hi as u64) as i32 }).collect();
+                let h = v.iter().map(|&x| x as f64).collect();
+                (Dyn::I32(Tensor::from_host(stream, &v, dims)?), h)
             }
         })
     }
     fn output(stream: &Stream, dtype: DType, dims: &[usize]) -> Result<Dyn, Error> {
         let mut t = match dtype {
             DType::Bf16 => Dyn::Bf16(Tensor::zeros(stream, dims)?),
-            _ => Dyn::F32(Tensor::zeros(stream, dims)?),
+            DType::F32 => Dyn::F32(Tensor::zeros(stream, dims)?),
+            DType::I32 => Dyn::I32(Tensor::zeros(stream, dims)?),
         };
         match &mut t {
             Dyn::Bf16(x) => x.poison(stream)?,
             Dyn::F32(x) => x.poison(stream)?,
+            Dyn::I32(x) => x.poison(stream)?,
         }
         Ok(t)
     }
@@ -45,18 +55,21 @@ impl Dyn {
         Ok(match self {
             Dyn::Bf16(t) => to_f64(&t.to_host(stream)?),
             Dyn::F32(t) => t.to_host(stream)?.iter().map(|&x| x as f64).collect(),
+            Dyn::I32(t) => t.to_host(stream)?.iter().map(|&x| x as f64).collect(),
         })
     }
     fn arg(&self) -> TensorArg<'_> {
         match self {
             Dyn::Bf16(t) => TensorArg::input(t),
             Dyn::F32(t) => TensorArg::input(t),
+            Dyn::I32(t) => TensorArg::input(t),
         }
     }
     fn arg_mut(&mut self) -> TensorArg<'_> {
         match self {
             Dyn::Bf16(t) => TensorArg::output(t),
             Dyn::F32(t) => TensorArg::output(t),
+            Dyn::I32(t) => TensorArg::output(t),
         }
     }
 }
@@ -73,57 +86,90 @@ impl Report {
     }
 }
 
-/// Runs `kernel` (compiled from `program`) at `m × n × k` on fresh random data.
-pub fn verify(stream: &Stream, kernel: &Kernel, program: &Program, m: usize, n: usize, k: usize, seed: u64) -> Result<Report, Error> {
-    let mut rng = Rng::new(seed);
-    let s = (3.0 / k as f64).sqrt();
-    let a = rng.bf16s(m * k, -1.0, 1.0);
-    let b = rng.bf16s(n * k, -s, s);
-    let (ta, tb) = (Tensor::from_host(stream, &a, &[m, k])?, Tensor::from_host(stream, &b, &[n, k])?);
-    let (m_pad, n_tiles) = (program.m_padded(m), program.n_tiles(n));
+/// Random inputs and poisoned outputs for every parameter of a program.
+pub struct Setup {
+    pub a: Tensor<bf16>,
+    pub b: Tensor<bf16>,
+    a_host: Vec<bf16>,
+    b_host: Vec<bf16>,
+    tensors: Vec<Dyn>,
+    host_inputs: HashMap<String, Vec<f64>>,
+    pub scalars: Vec<f32>,
+}
 
-    let mut host_inputs: HashMap<String, Vec<f64>> = HashMap::new();
-    let mut tensors = vec![];
-    for p in program.tensor_params() {
-        let dims = match p.shape {
-            Shape::Tile => vec![m, n],
-            Shape::HalfTile => vec![m, n / 2],
-            Shape::DoubleTile => vec![m, 2 * n],
-            Shape::PerRow => vec![m],
-            Shape::PerCol => vec![n],
-            Shape::RowPartial => vec![n_tiles, m_pad],
-        };
-        if p.output {
-            tensors.push(Dyn::output(stream, p.dtype, &dims)?);
-        } else {
-            let (t, h) = Dyn::random(stream, p.dtype, &dims, -1.0, 1.0, &mut rng)?;
-            host_inputs.insert(p.name.clone(), h);
-            tensors.push(t);
-        }
-    }
-    let scalars: Vec<f32> = program.scalar_params().iter().map(|_| rng.uniform(0.5, 1.5) as f32).collect();
-    let params = program.tensor_params();
-    let run = |tensors: &mut Vec<Dyn>| -> Result<Vec<Vec<f64>>, Error> {
-        for (t, p) in tensors.iter_mut().zip(&params) {
+impl Setup {
+    pub fn new(stream: &Stream, program: &Program, m: usize, n: usize, k: usize, rng: &mut Rng) -> Result<Setup, Error> {
+        let s = (3.0 / k as f64).sqrt();
+        let a_host = rng.bf16s(m * k, -1.0, 1.0);
+        let b_host = rng.bf16s(n * k, -s, s);
+        let (a, b) = (Tensor::from_host(stream, &a_host, &[m, k])?, Tensor::from_host(stream, &b_host, &[n, k])?);
+        let mut host_inputs = HashMap::new();
+        let mut tensors = vec![];
+        for p in program.tensor_params() {
+            let dims = match p.shape {
+                Shape::Tile => vec![m, n],
+                Shape::HalfTile => vec![m, n / 2],
+                Shape::DoubleTile => vec![m, 2 * n],
+                Shape::PerRow => vec![m],
+                Shape::PerCol => vec![n],
+                Shape::RowPartial => vec![program.n_tiles(n), program.m_padded(m)],
+                Shape::ColPartial => vec![program.m_tiles(m), program.n_padded(n)],
+                Shape::LsePartial => vec![2, program.n_tiles(n), program.m_padded(m)],
+            };
             if p.output {
-                *t = Dyn::output(stream, p.dtype, &t_dims(t))?;
+                tensors.push(Dyn::output(stream, p.dtype, &dims)?);
+            } else {
+                let (lo, hi) = if p.dtype == DType::I32 { (0.0, n as f64) } else { (-1.0, 1.0) };
+                let (t, h) = Dyn::random(stream, p.dtype, &dims, lo, hi, rng)?;
+                host_inputs.insert(p.name.clone(), h);
+                tensors.push(t);
             }
         }
-        let args: Vec<TensorArg> = tensors
+        let scalars = program.scalar_params().iter().map(|_| rng.uniform(0.5, 1.5) as f32).collect();
+        Ok(Setup { a, b, a_host, b_host, tensors, host_inputs, scalars })
+    }
+
+    /// One launch of `kernel` on these tensors.
+    pub fn launch(&mut self, stream: &Stream, kernel: &Kernel, program: &Program) -> Result<(), Error> {
+        let params = program.tensor_params();
+        let args: Vec<TensorArg> = self
+            .tensors
             .iter_mut()
             .zip(&params)
             .map(|(t, p)| if p.output { t.arg_mut() } else { t.arg() })
             .collect();
-        kernel.launch(stream, &ta, &tb, &args, &scalars)?;
-        drop(args);
-        tensors.iter().zip(&params).filter(|(_, p)| p.output).map(|(t, _)| t.host(stream)).collect()
-    };
-    let got = run(&mut tensors)?;
-    let again = run(&mut tensors)?;
-    let repeat_bitwise = got.iter().zip(&again).all(|(x, y)| x.iter().zip(y).all(|(a, b)| a.to_bits() == b.to_bits()));
+        kernel.launch(stream, &self.a, &self.b, &args, &self.scalars)
+    }
 
-    let rows = sample_rows(m, 256, &mut rng);
-    let acc = linear_rows(&to_f64(&a), &to_f64(&b), k, &rows);
+    /// Poisons the outputs, launches, and returns every output on the host.
+    fn run(&mut self, stream: &Stream, kernel: &Kernel, program: &Program) -> Result<Vec<Vec<f64>>, Error> {
+        let params = program.tensor_params();
+        for (t, p) in self.tensors.iter_mut().zip(&params) {
+            if p.output {
+                *t = Dyn::output(stream, p.dtype, &t_dims(t))?;
+            }
+        }
+        self.launch(stream, kernel, program)?;
+        self.tensors.iter().zip(&params).filter(|(_, p)| p.output).map(|(t, _)| t.host(stream)).collect()
+    }
+}
+
+/// Runs `kernel` (compiled from `program`) at `m × n × k` on fresh random data.
+pub fn verify(stream: &Stream, kernel: &Kernel, program: &Program, m: usize, n: usize, k: usize, seed: u64) -> Result<Report, Error> {
+    let mut rng = Rng::new(seed);
+    let mut setup = Setup::new(stream, program, m, n, k, &mut rng)?;
+    let (m_pad, n_tiles) = (program.m_padded(m), program.n_tiles(n));
+    let params = program.tensor_params();
+    let got = setup.run(stream, kernel, program)?;
+    let again = setup.run(stream, kernel, program)?;
+    let repeat_bitwise = got.iter().zip(&again).all(|(x, y)| x.iter().zip(y).all(|(a, b)| a.to_bits() == b.to_bits()));
+    let (a, b, host_inputs) = (&setup.a_host, &setup.b_host, &setup.host_inputs);
+    let scalars = &setup.scalars;
+
+    // Column partials sum whole M-tiles: check every row then.
+    let whole = params.iter().any(|t| t.shape == Shape::ColPartial);
+    let rows = if whole { (0..m).collect() } else { sample_rows(m, 256, &mut rng) };
+    let acc = linear_rows(&to_f64(a), &to_f64(b), k, &rows);
     let mut tensors_rows = HashMap::new();
     for inp in &program.inputs {
         let h = match inp.kind {
@@ -147,6 +193,15 @@ pub fn verify(stream: &Stream, kernel: &Kernel, program: &Program, m: usize, n: 
                 let dev: Vec<f32> = g.iter().map(|&x| x as f32).collect();
                 interp::partials_from_device(&dev, m_pad, n_tiles, &rows)
             }
+            Shape::LsePartial => {
+                let dev: Vec<f32> = g.iter().map(|&x| x as f32).collect();
+                interp::lse_partials_from_device(&dev, m_pad, n_tiles, &rows)
+            }
+            Shape::ColPartial => {
+                let dev: Vec<f32> = g.iter().map(|&x| x as f32).collect();
+                interp::col_partials_from_device(&dev, program.n_padded(n), n)
+            }
+            Shape::PerRow => rows.iter().map(|&r| g[r]).collect(),
             Shape::HalfTile => rows_of(g, n / 2, &rows),
             Shape::DoubleTile => rows_of(g, 2 * n, &rows),
             _ => rows_of(g, n, &rows),
@@ -164,5 +219,102 @@ fn t_dims(t: &Dyn) -> Vec<usize> {
     match t {
         Dyn::Bf16(x) => x.shape().to_vec(),
         Dyn::F32(x) => x.shape().to_vec(),
+        Dyn::I32(x) => x.shape().to_vec(),
     }
+}
+
+/// The LM-head loss end to end: the `linear_cross_entropy` epilogue (lse
+/// partials and target logits, logits never written), then the aux kernels
+/// (`lse`, per-row loss, mean over non-ignored rows), against the f64
+/// interpreter on sampled rows; the mean against the f64 mean of our per-row
+/// losses over all rows (the reference for all rows would need the full M × V GEMM).
+pub fn cross_entropy_case(stream: &Stream, m: usize, v: usize, k: usize, seed: u64) -> Result<Report, Error> {
+    use crate::programs::linear_cross_entropy as ce;
+    let mut rng = Rng::new(seed);
+    let s = (3.0 / k as f64).sqrt() * 4.0; // logits of a few units: a peaked softmax
+    let x = rng.bf16s(m * k, -1.0, 1.0);
+    let w = rng.bf16s(v * k, -s, s);
+    let r: Vec<f32> = (0..m).map(|_| rng.uniform(0.5, 1.5) as f32).collect();
+    let targets: Vec<i32> = (0..m).map(|i| if i % 7 == 3 { -100 } else { (rng.next_u64() % v as u64) as i32 }).collect();
+    let program = ce::program();
+    let (m_pad, n_tiles) = (program.m_padded(m), program.n_tiles(v));
+    let (tx, tw) = (Tensor::from_host(stream, &x, &[m, k])?, Tensor::from_host(stream, &w, &[v, k])?);
+    let (tr, tt) = (Tensor::from_host(stream, &r, &[m])?, Tensor::from_host(stream, &targets, &[m])?);
+    let mut partials = Tensor::<f32>::zeros(stream, &[2, n_tiles, m_pad])?;
+    let mut tl = Tensor::<f32>::zeros(stream, &[m])?;
+    let mut lse = Tensor::<f32>::zeros(stream, &[m])?;
+    let mut loss = Tensor::<f32>::zeros(stream, &[m])?;
+    let mut mean = Tensor::<f32>::zeros(stream, &[1])?;
+    let mut run = || -> Result<[Vec<f32>; 5], Error> {
+        for t in [&mut partials, &mut tl, &mut lse, &mut loss, &mut mean] {
+            t.poison(stream)?;
+        }
+        ce::launch(stream, ce::Args { a: &tx, b: &tw, r: &tr, target: &tt, lse: &mut partials, target_logit: &mut tl })?;
+        coda_runtime::aux::lse_from_partials(stream, &partials, &mut lse)?;
+        coda_runtime::aux::cross_entropy_loss(stream, &lse, &tl, &tt, v, &mut loss, &mut mean)?;
+        Ok([partials.to_host(stream)?, tl.to_host(stream)?, lse.to_host(stream)?, loss.to_host(stream)?, mean.to_host(stream)?])
+    };
+    let got = run()?;
+    let again = run()?;
+    let repeat_bitwise = got.iter().zip(&again).all(|(a, b)| a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()));
+
+    let rows = sample_rows(m, 256, &mut rng);
+    let inputs = Inputs {
+        acc: linear_rows(&to_f64(&x), &to_f64(&w), k, &rows),
+        tensors: HashMap::from([
+            ("r".to_string(), rows.iter().map(|&i| r[i] as f64).collect()),
+            ("target".to_string(), rows.iter().map(|&i| targets[i] as f64).collect()),
+        ]),
+        scalars: HashMap::new(),
+    };
+    let reference = interp::evaluate(&program, rows.len(), v, &inputs, Precision::F64).expect("inputs match");
+    let bf16_path = interp::evaluate(&program, rows.len(), v, &inputs, Precision::Bf16Unfused).expect("inputs match");
+    let lse_of = |o: &HashMap<String, Vec<f64>>| interp::lse_from_partials(&o["lse"], n_tiles);
+    let loss_of = |o: &HashMap<String, Vec<f64>>| -> Vec<f64> {
+        lse_of(o).iter().zip(&o["target_logit"]).map(|(l, t)| if t.is_nan() { 0.0 } else { l - t }).collect()
+    };
+    let pick = |v: &[f32]| -> Vec<f64> { rows.iter().map(|&i| v[i] as f64).collect() };
+    let mut checks = vec![
+        Check::new("lse (partials)", &interp::lse_partials_from_device(&got[0], m_pad, n_tiles, &rows), &bf16_path["lse"], &reference["lse"]),
+        Check::new("target_logit", &pick(&got[1]), &bf16_path["target_logit"], &reference["target_logit"]),
+        Check::new("lse (aux)", &pick(&got[2]), &lse_of(&bf16_path), &lse_of(&reference)),
+        Check::new("loss per row (aux)", &pick(&got[3]), &loss_of(&bf16_path), &loss_of(&reference)),
+    ];
+    let valid: Vec<usize> = (0..m).filter(|&i| targets[i] >= 0).collect();
+    let mean_ours = valid.iter().map(|&i| got[3][i] as f64).sum::<f64>() / valid.len() as f64;
+    // The mean's yardstick: the same sum in f32, in row order.
+    let mean_f32 = valid.iter().fold(0f32, |s, &i| s + got[3][i]) / valid.len() as f32;
+    checks.push(Check::new("loss mean (aux)", &[got[4][0] as f64], &[mean_f32 as f64], &[mean_ours]));
+    Ok(Report { rows_checked: rows.len(), checks, repeat_bitwise })
+}
+
+/// The plain aux reductions on random partials: row sums (`s`) and column
+/// sums (`dγ`) against f64 host sums, their f32 sequential sums as yardstick.
+pub fn aux_sums_case(stream: &Stream, m: usize, n_tiles: usize, m_pad: usize, seed: u64) -> Result<Report, Error> {
+    let mut rng = Rng::new(seed);
+    let rp: Vec<f32> = (0..n_tiles * m_pad).map(|_| rng.uniform(-2.0, 2.0) as f32).collect();
+    let trp = Tensor::from_host(stream, &rp, &[n_tiles, m_pad])?;
+    let mut rows = Tensor::<f32>::zeros(stream, &[m])?;
+    rows.poison(stream)?;
+    let scale = 1.0 / 3.0;
+    coda_runtime::aux::row_sums(stream, &trp, scale as f32, &mut rows)?;
+    let want: Vec<f64> = (0..m).map(|i| (0..n_tiles).map(|t| rp[t * m_pad + i] as f64).sum::<f64>() * scale).collect();
+    let yard: Vec<f64> =
+        (0..m).map(|i| ((0..n_tiles).fold(0f32, |s, t| s + rp[t * m_pad + i]) * scale as f32) as f64).collect();
+    let got_rows: Vec<f64> = rows.to_host(stream)?.iter().map(|&v| v as f64).collect();
+
+    // Column partials: [m_tiles, n_pad] with n = m_pad − 8 columns used.
+    let (m_tiles, n_pad, n) = (n_tiles, m_pad, m_pad - 8);
+    let tcp = Tensor::from_host(stream, &rp, &[m_tiles, n_pad])?;
+    let mut cols = Tensor::<f32>::zeros(stream, &[n])?;
+    cols.poison(stream)?;
+    coda_runtime::aux::col_sums(stream, &tcp, &mut cols)?;
+    let want_c: Vec<f64> = (0..n).map(|j| (0..m_tiles).map(|t| rp[t * n_pad + j] as f64).sum()).collect();
+    let yard_c: Vec<f64> = (0..n).map(|j| (0..m_tiles).fold(0f32, |s, t| s + rp[t * n_pad + j]) as f64).collect();
+    let got_c: Vec<f64> = cols.to_host(stream)?.iter().map(|&v| v as f64).collect();
+    Ok(Report {
+        rows_checked: m,
+        checks: vec![Check::new("row_sums", &got_rows, &yard, &want), Check::new("col_sums", &got_c, &yard_c, &want_c)],
+        repeat_bitwise: true,
+    })
 }

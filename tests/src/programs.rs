@@ -64,3 +64,25 @@ pub fn dswiglu(acc: Acc, z1: DoubleTile<bf16>) -> (Tile<bf16>, DoubleTile<bf16>,
     let s1 = row_sum(dg * g + du * u);
     (y1, dz1, s1)
 }
+
+#[coda::epilogue]
+/// LM-head forward: deferred row scale, online log-sum-exp partials and the
+/// target logit; the logits themselves are never written.
+pub fn linear_cross_entropy(acc: Acc, r: PerRow<f32>, target: PerRow<i32>) -> (LsePartial<f32>, PerRow<f32>) {
+    let logits = acc * r;
+    let lse = row_lse(logits);
+    let target_logit = gather(logits, target);
+    (lse, target_logit)
+}
+
+#[coda::epilogue(tile = (256, 128), cluster = (1, 2))]
+/// RMSNorm backward's weight statistic: `dγ` partials `Σ_m g ⊙ x̂` per M-tile,
+/// with `x̂ = r ⊙ h`, beside a per-row dot product and the `x̂ ⊙ γ` store.
+pub fn norm_weight_grad(acc: Acc, h: Tile<bf16>, r: PerRow<f32>, gamma: PerCol<bf16>)
+    -> (Tile<bf16>, ColPartial<f32>, RowPartial<f32>) {
+    let xhat = h * r;
+    let xg = xhat * gamma;
+    let dgamma = col_sum(acc * xhat);
+    let s = row_sum(acc * xg);
+    (xg, dgamma, s)
+}

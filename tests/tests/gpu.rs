@@ -4,11 +4,13 @@
 
 use coda_runtime::{Error, Stream, Tensor, bf16};
 use coda_tests::harness;
-use coda_tests::programs::{dswiglu, gated_mix, rowscale_rope, rowscale_swiglu, two_partials};
+use coda_tests::programs::{
+    dswiglu, gated_mix, linear_cross_entropy, norm_weight_grad, rowscale_rope, rowscale_swiglu, two_partials,
+};
 use llama_norm::{residual_rms_partial, rowscale, verify};
 
 /// Programs verified through the generic harness.
-const VARIANTS: usize = 7;
+const VARIANTS: usize = 9;
 
 struct Outcome {
     name: String,
@@ -44,11 +46,12 @@ fn main() {
         if quick { &[(4000, 3000, 4000, 3000)] } else { &[(4096, 4096, 4096, 4096), (8192, 8192, 8192, 8192), (4000, 3000, 4000, 3000)] };
     // The ragged shape: M and N not multiples of any tile, K not of 64 (N/2 is a multiple of 8).
     let shapes: &[(usize, usize, usize)] = if quick { &[(1000, 528, 264)] } else { &[(4096, 4096, 4096), (1000, 528, 264)] };
+    let ce: &[(usize, usize, usize)] = if quick { &[(1000, 30000, 264)] } else { &[(4096, 32768, 4096), (1000, 30000, 264)] };
     let stream = match Stream::new(0) {
         Ok(s) => s,
         Err(e) => {
             println!("gpu tests: SKIPPED, {e}. Their results come from runs on an H200 (see README).");
-            println!("0 passed, 0 failed, {} skipped", spine.len() + VARIANTS * shapes.len() + 1);
+            println!("0 passed, 0 failed, {} skipped", spine.len() + VARIANTS * shapes.len() + ce.len() + 2);
             return;
         }
     };
@@ -65,6 +68,8 @@ fn main() {
         ("rowscale_swiglu", &rowscale_swiglu::KERNEL, rowscale_swiglu::program()),
         ("rowscale_rope", &rowscale_rope::KERNEL, rowscale_rope::program()),
         ("dswiglu", &dswiglu::KERNEL, dswiglu::program()),
+        ("linear_cross_entropy", &linear_cross_entropy::KERNEL, linear_cross_entropy::program()),
+        ("norm_weight_grad", &norm_weight_grad::KERNEL, norm_weight_grad::program()),
     ];
     for (name, kernel, program) in &variants {
         for &(m, n, k) in shapes {
@@ -72,6 +77,12 @@ fn main() {
             outcomes.push(report_checks(format!("{name} M={m} N={n} K={k}"), &r.checks, r.repeat_bitwise, r.rows_checked));
         }
     }
+    for &(m, v, k) in ce {
+        let r = harness::cross_entropy_case(&stream, m, v, k, 11).expect("cross-entropy case runs");
+        outcomes.push(report_checks(format!("cross-entropy loss M={m} V={v} K={k}"), &r.checks, r.repeat_bitwise, r.rows_checked));
+    }
+    let r = harness::aux_sums_case(&stream, 1000, 17, 1024, 12).expect("aux sums run");
+    outcomes.push(report_checks("aux row_sums / col_sums".into(), &r.checks, r.repeat_bitwise, r.rows_checked));
     outcomes.push(bad_input_launches_nothing(&stream).expect("bad-input case runs"));
 
     let failed = outcomes.iter().filter(|o| !o.pass).count();

@@ -1,10 +1,11 @@
-//! Kernel timing with CUDA events: ≥ 1 s warm-up, interleaved samples of the
-//! compared kernels, each sample `reps` back-to-back launches, medians,
-//! inputs rotated across sets larger than the 60 MB L2.
+//! Times the two kernels, the aux reduction and cuBLAS with
+//! `coda_runtime::bench::interleaved` (≥ 1 s warm-up, interleaved samples,
+//! medians), inputs rotated across sets larger than the 60 MB L2.
 
-use coda_runtime::cudarc::driver::sys::CUevent_flags;
+use std::time::Duration;
+
 use coda_runtime::baseline::Cublas;
-use coda_runtime::{Error, Stream, Tensor, aux};
+use coda_runtime::{Error, Stream, Tensor, aux, bench};
 
 use crate::host::Rng;
 use crate::{NormLinear, residual_rms_partial, rowscale};
@@ -46,55 +47,26 @@ pub fn time_case(stream: &Stream, m: usize, n: usize, k: usize, samples: usize, 
         sets.push(Set { x, z, out });
     }
     let blas = Cublas::new(stream)?;
-    let mut cub_out = Tensor::zeros(stream, &[m, n])?;
+    let cub_out = std::cell::RefCell::new(Tensor::zeros(stream, &[m, n])?);
 
-    let mut oproj = |s: &mut Set| {
+    let sets = std::cell::RefCell::new(sets);
+    let set = |i: usize| i % sets_n;
+    let mut oproj = |i: usize| {
+        let s = &mut sets.borrow_mut()[set(i)];
         residual_rms_partial::launch(
             stream,
             residual_rms_partial::Args { a: &s.x, b: &wo, z: &s.z, gamma: &gamma, h: &mut s.out.h, u: &mut s.out.u, sq: &mut s.out.sq },
         )
     };
-    let mut rows = |s: &mut Set| rowscale::launch(stream, rowscale::Args { a: &s.out.u, b: &w1, r: &s.out.r, y: &mut s.out.y });
-    let mut auxr = |s: &mut Set| aux::rms_from_partials(stream, &s.out.sq, n, 1e-5, &mut s.out.r);
-    let mut cub = |s: &mut Set| blas.linear(&s.x, &wo, &mut cub_out);
-
-    let ctx = stream.cuda().context().clone();
-    let ev = || ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT));
-    let (e0, e1) = (ev()?, ev()?);
-    let time = |f: &mut dyn FnMut(&mut Set) -> Result<(), Error>, sets: &mut Vec<Set>, reps: usize| -> Result<f64, Error> {
-        e0.record(stream.cuda())?;
-        for i in 0..reps {
-            let len = sets.len();
-            f(&mut sets[i % len])?;
-        }
-        e1.record(stream.cuda())?;
-        e1.synchronize()?;
-        Ok(e0.elapsed_ms(&e1)? as f64 / reps as f64)
+    let mut rows = |i: usize| {
+        let s = &mut sets.borrow_mut()[set(i)];
+        rowscale::launch(stream, rowscale::Args { a: &s.out.u, b: &w1, r: &s.out.r, y: &mut s.out.y })
     };
-    // Warm-up: at least one second of GEMMs so clocks settle.
-    let start = std::time::Instant::now();
-    while start.elapsed().as_secs_f64() < 1.0 {
-        time(&mut oproj, &mut sets, reps)?;
-        time(&mut cub, &mut sets, reps)?;
-    }
-    let mut t = [vec![], vec![], vec![], vec![]];
-    for _ in 0..samples {
-        t[0].push(time(&mut oproj, &mut sets, reps)?);
-        t[1].push(time(&mut rows, &mut sets, reps)?);
-        t[2].push(time(&mut auxr, &mut sets, reps)?);
-        t[3].push(time(&mut cub, &mut sets, reps)?);
-    }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
+    let mut auxr = |i: usize| {
+        let s = &mut sets.borrow_mut()[set(i)];
+        aux::rms_from_partials(stream, &s.out.sq, n, 1e-5, &mut s.out.r)
     };
-    Ok(Timing {
-        m,
-        n,
-        k,
-        oproj_epilogue: median(&mut t[0]),
-        rowscale_epilogue: median(&mut t[1]),
-        rms_aux: median(&mut t[2]),
-        cublas_gemm: median(&mut t[3]),
-    })
+    let mut cub = |i: usize| blas.linear(&sets.borrow()[set(i)].x, &wo, &mut cub_out.borrow_mut());
+    let t = bench::interleaved(stream, Duration::from_secs(1), samples, reps, &mut [&mut oproj, &mut rows, &mut auxr, &mut cub])?;
+    Ok(Timing { m, n, k, oproj_epilogue: t[0], rowscale_epilogue: t[1], rms_aux: t[2], cublas_gemm: t[3] })
 }

@@ -1,0 +1,268 @@
+// Stateful per-row epilogue nodes: state carried across a tile's subtiles.
+//
+// - RowLsePartials: an online log-sum-exp of each row over the tile's columns
+//   (running max and Σ exp(x − max)), written once per tile as f32 partials
+//   laid out [2, ceil(N / tileN), round_up(M, tileM)]: plane 0 the maxima,
+//   plane 1 the sums, m fastest. Masked columns contribute nothing; a row with
+//   no valid column writes (−inf, 0). No atomics.
+// - GatherPerRow: out[m] = x[m, target[m]] for the one tile holding that
+//   column; a target outside [0, N) (e.g. the ignore index −100) writes nothing.
+//
+// Fragment rows: on SM90 slot i of a thread's subtile fragment lies in row
+// r0 + 8·((i / 2) % 2) (cutlass-sm90-epilogue-notes.md, section C); checked
+// at compile time on the real layout.
+#pragma once
+
+#include <math_constants.h>
+
+#include "cute/tensor.hpp"
+#include "cutlass/epilogue/fusion/sm90_visitor_tma_warpspecialized.hpp"
+
+namespace coda::sm90 {
+
+using namespace cute;
+using namespace cutlass::epilogue::fusion;
+
+namespace detail {
+
+template <class CoordLayout, int... I>
+constexpr bool two_rows(cute::integer_sequence<int, I...>) {
+  return ((get<0>(CoordLayout{}(Int<I>{})) == get<0>(CoordLayout{}(Int<0>{})) + Int<8 * ((I / 2) % 2)>{}) && ...);
+}
+
+// Slot i of every subtile fragment lies in row r0 + 8·((i/2)%2) of the subtile.
+template <class ThrCoordTensor>
+CUTLASS_DEVICE constexpr void assert_two_rows() {
+  using Sub = decltype(std::declval<ThrCoordTensor>()(_, _, _, _0{}, _0{}).layout());
+  static_assert(cute::is_static_v<Sub>, "the epilogue's thread coordinates must be static");
+  static_assert(two_rows<Sub>(cute::make_integer_sequence<int, size(Sub{})>{}),
+                "each thread's fragment must cover rows r0 and r0 + 8 in the slot pattern (r,r,r+8,r+8,...)");
+}
+
+// The thread's first element relative to its CTA tile.
+template <class Args>
+CUTLASS_DEVICE cute::tuple<int, int> thread_origin(Args const& args) {
+  auto [M, N, K, L] = args.problem_shape_mnkl;
+  auto [m, n, k, l] = args.tile_coord_mnkl;
+  auto [tile_m, tile_n, tile_k] = args.tile_shape_mnk;
+  return {int(M - get<0>(args.residue_tCcD)) - int(m) * int(tile_m),
+          int(N - get<1>(args.residue_tCcD)) - int(n) * int(tile_n)};
+}
+
+// Merges (m2, s2) into (m1, s1): the running max and Σ exp(x − max).
+CUTLASS_DEVICE void lse_merge(float& m1, float& s1, float m2, float s2) {
+  float m = fmaxf(m1, m2);
+  if (m == -CUDART_INF_F) return;  // both empty
+  s1 = s1 * __expf(m1 - m) + s2 * __expf(m2 - m);
+  m1 = m;
+}
+
+}  // namespace detail
+
+template <class CtaTileShapeMNK, class EpilogueTile>
+struct RowLsePartials {
+  static constexpr int EpiM = size<0>(EpilogueTile{});
+  static constexpr int NumEpiM = size<0>(CtaTileShapeMNK{}) / EpiM;
+
+  struct SharedStorage {};
+  struct Arguments {
+    float* ptr = nullptr;
+  };
+  using Params = Arguments;
+
+  template <class ProblemShape>
+  static constexpr Params to_underlying_arguments(ProblemShape const&, Arguments const& args, void*) {
+    return args;
+  }
+  template <class ProblemShape>
+  static bool can_implement(ProblemShape const&, Arguments const& args) {
+    return args.ptr != nullptr;
+  }
+  template <class ProblemShape>
+  static size_t get_workspace_size(ProblemShape const&, Arguments const&) {
+    return 0;
+  }
+  template <class ProblemShape>
+  static cutlass::Status initialize_workspace(ProblemShape const&, Arguments const&, void*, cudaStream_t,
+                                              cutlass::CudaHostAdapter* = nullptr) {
+    return cutlass::Status::kSuccess;
+  }
+
+  CUTLASS_HOST_DEVICE RowLsePartials() {}
+  CUTLASS_HOST_DEVICE RowLsePartials(Params const& params, SharedStorage const&) : params(&params) {}
+  Params const* params;
+
+  CUTLASS_DEVICE bool is_producer_load_needed() const { return false; }
+  CUTLASS_DEVICE bool is_C_load_needed() const { return false; }
+  template <class... Args>
+  CUTLASS_DEVICE auto get_producer_load_callbacks(ProducerLoadArgs<Args...> const&) {
+    return EmptyProducerLoadCallbacks{};
+  }
+
+  template <class ThrCoords, class Residue>
+  struct Callbacks : EmptyConsumerStoreCallbacks {
+    ThrCoords tCcD;
+    Residue residue;     // (M, N) minus the thread's first element
+    int row0;            // the thread's first row, relative to the CTA tile
+    int64_t tile_row0;   // the CTA tile's first row
+    int64_t plane;       // n_tiles · m_pad: the offset of the sums plane
+    float* out;          // this tile's column of partials
+    float mx[NumEpiM][2];
+    float se[NumEpiM][2];
+
+    CUTLASS_DEVICE Callbacks(ThrCoords c, Residue r, int r0, int64_t t0, int64_t pl, float* o)
+        : tCcD(c), residue(r), row0(r0), tile_row0(t0), plane(pl), out(o) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int e = 0; e < NumEpiM; ++e) {
+        mx[e][0] = mx[e][1] = -CUDART_INF_F;
+        se[e][0] = se[e][1] = 0.f;
+      }
+    }
+
+    template <class ElementAcc, class ElementIn, int FragmentSize>
+    CUTLASS_DEVICE cutlass::Array<ElementIn, FragmentSize> visit(cutlass::Array<ElementAcc, FragmentSize> const&, int epi_v, int epi_m,
+                                                        int epi_n, cutlass::Array<ElementIn, FragmentSize> const& x) {
+      auto coords = tCcD(_, _, _, epi_m, epi_n);
+      CUTLASS_PRAGMA_UNROLL
+      for (int row = 0; row < 2; ++row) {
+        // This subtile's max, then its sum, over the row's valid slots.
+        float m = -CUDART_INF_F;
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < FragmentSize; ++i) {
+          if ((i / 2) % 2 == row && elem_less(coords(epi_v * FragmentSize + i), residue)) m = fmaxf(m, float(x[i]));
+        }
+        float s = 0.f;
+        if (m != -CUDART_INF_F) {  // all −inf (or masked): the row contributes nothing
+          CUTLASS_PRAGMA_UNROLL
+          for (int i = 0; i < FragmentSize; ++i) {
+            if ((i / 2) % 2 == row && elem_less(coords(epi_v * FragmentSize + i), residue)) s += __expf(float(x[i]) - m);
+          }
+        }
+        CUTLASS_PRAGMA_UNROLL
+        for (int e = 0; e < NumEpiM; ++e) {
+          if (e == epi_m) detail::lse_merge(mx[e][row], se[e][row], m, s);
+        }
+      }
+      return x;
+    }
+
+    // After the tile: combine the 4 lanes that share each row, then one lane writes.
+    CUTLASS_DEVICE void end() {
+      int lane = threadIdx.x % 32;
+      CUTLASS_PRAGMA_UNROLL
+      for (int e = 0; e < NumEpiM; ++e) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int row = 0; row < 2; ++row) {
+          CUTLASS_PRAGMA_UNROLL
+          for (int mask = 1; mask <= 2; mask *= 2) {
+            float m2 = __shfl_xor_sync(0xffffffff, mx[e][row], mask);
+            float s2 = __shfl_xor_sync(0xffffffff, se[e][row], mask);
+            detail::lse_merge(mx[e][row], se[e][row], m2, s2);
+          }
+          if (lane % 4 == 0) {
+            int64_t r = tile_row0 + row0 + int(get<0>(tCcD(_, _, _, e, 0)(0))) + 8 * row;
+            out[r] = mx[e][row];
+            out[plane + r] = se[e][row];
+          }
+        }
+      }
+    }
+  };
+
+  template <bool ReferenceSrc, class... Args>
+  CUTLASS_DEVICE auto get_consumer_store_callbacks(ConsumerStoreArgs<Args...> const& args) {
+    detail::assert_two_rows<decltype(args.tCcD)>();
+    auto [M, N, K, L] = args.problem_shape_mnkl;
+    auto [m, n, k, l] = args.tile_coord_mnkl;
+    auto [tile_m, tile_n, tile_k] = args.tile_shape_mnk;
+    int64_t m_pad = (int64_t(M) + tile_m - 1) / tile_m * tile_m;
+    int64_t n_tiles = (int64_t(N) + tile_n - 1) / tile_n;
+    auto [r0, c0] = detail::thread_origin(args);
+    float* column = params->ptr + int64_t(n) * m_pad;
+    return Callbacks<decltype(args.tCcD), decltype(args.residue_tCcD)>(
+        args.tCcD, args.residue_tCcD, r0, int64_t(m) * tile_m, n_tiles * m_pad, column);
+  }
+};
+
+template <class TargetElement>
+struct GatherPerRow {
+  struct SharedStorage {};
+  struct Arguments {
+    TargetElement const* targets = nullptr;
+    float* out = nullptr;
+  };
+  using Params = Arguments;
+
+  template <class ProblemShape>
+  static constexpr Params to_underlying_arguments(ProblemShape const&, Arguments const& args, void*) {
+    return args;
+  }
+  template <class ProblemShape>
+  static bool can_implement(ProblemShape const&, Arguments const& args) {
+    return args.targets != nullptr && args.out != nullptr;
+  }
+  template <class ProblemShape>
+  static size_t get_workspace_size(ProblemShape const&, Arguments const&) {
+    return 0;
+  }
+  template <class ProblemShape>
+  static cutlass::Status initialize_workspace(ProblemShape const&, Arguments const&, void*, cudaStream_t,
+                                              cutlass::CudaHostAdapter* = nullptr) {
+    return cutlass::Status::kSuccess;
+  }
+
+  CUTLASS_HOST_DEVICE GatherPerRow() {}
+  CUTLASS_HOST_DEVICE GatherPerRow(Params const& params, SharedStorage const&) : params(&params) {}
+  Params const* params;
+
+  CUTLASS_DEVICE bool is_producer_load_needed() const { return false; }
+  CUTLASS_DEVICE bool is_C_load_needed() const { return false; }
+  template <class... Args>
+  CUTLASS_DEVICE auto get_producer_load_callbacks(ProducerLoadArgs<Args...> const&) {
+    return EmptyProducerLoadCallbacks{};
+  }
+
+  template <class ThrCoords, class Residue>
+  struct Callbacks : EmptyConsumerStoreCallbacks {
+    ThrCoords tCcD;
+    Residue residue;
+    int64_t row0, col0;  // the thread's first element, global
+    Params const* params;
+
+    CUTLASS_DEVICE Callbacks(ThrCoords c, Residue r, int64_t r0, int64_t c0, Params const* p)
+        : tCcD(c), residue(r), row0(r0), col0(c0), params(p) {}
+
+    template <class ElementAcc, class ElementIn, int FragmentSize>
+    CUTLASS_DEVICE cutlass::Array<ElementIn, FragmentSize> visit(cutlass::Array<ElementAcc, FragmentSize> const&, int epi_v, int epi_m,
+                                                        int epi_n, cutlass::Array<ElementIn, FragmentSize> const& x) {
+      auto coords = tCcD(_, _, _, epi_m, epi_n);
+      CUTLASS_PRAGMA_UNROLL
+      for (int row = 0; row < 2; ++row) {
+        // Rows r0 and r0 + 8 hold slots with (i / 2) % 2 == row; slot 2·row is the first.
+        auto rc0 = coords(epi_v * FragmentSize + 2 * row);
+        if (!elem_less(make_coord(get<0>(rc0), 0), residue)) continue;
+        int64_t r = row0 + int64_t(get<0>(rc0));
+        int64_t t = int64_t(params->targets[r]) - col0;  // target column relative to the thread
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < FragmentSize; ++i) {
+          if ((i / 2) % 2 == row && int64_t(get<1>(coords(epi_v * FragmentSize + i))) == t &&
+              elem_less(coords(epi_v * FragmentSize + i), residue)) {
+            params->out[r] = float(x[i]);
+          }
+        }
+      }
+      return x;
+    }
+  };
+
+  template <bool ReferenceSrc, class... Args>
+  CUTLASS_DEVICE auto get_consumer_store_callbacks(ConsumerStoreArgs<Args...> const& args) {
+    detail::assert_two_rows<decltype(args.tCcD)>();
+    auto [M, N, K, L] = args.problem_shape_mnkl;
+    int64_t r0 = int64_t(M - get<0>(args.residue_tCcD));
+    int64_t c0 = int64_t(N - get<1>(args.residue_tCcD));
+    return Callbacks<decltype(args.tCcD), decltype(args.residue_tCcD)>(args.tCcD, args.residue_tCcD, r0, c0, params);
+  }
+};
+
+}  // namespace coda::sm90

@@ -1,0 +1,57 @@
+//! Times every test program next to a plain cuBLAS GEMM of the same shape,
+//! in one process (`coda_runtime::bench::interleaved`: warm-up, interleaved
+//! samples, medians, inputs rotated across sets larger than the L2).
+//! Needs an H100/H200; prints a table. `time_programs [--quick]`
+
+use std::cell::RefCell;
+use std::time::Duration;
+
+use coda_runtime::baseline::Cublas;
+use coda_runtime::dsl::Program;
+use coda_runtime::{Kernel, Stream, Tensor, bench, bf16};
+use coda_tests::harness::Setup;
+use coda_tests::programs::*;
+use llama_norm::host::Rng;
+use llama_norm::{residual_rms_partial, rowscale};
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let stream = match Stream::new(0) {
+        Ok(s) => s,
+        Err(e) => {
+            println!("time_programs: skipped ({e})");
+            return;
+        }
+    };
+    let blas = Cublas::new(&stream).expect("cuBLAS loads");
+    let progs: Vec<(&str, &Kernel, Program, (usize, usize, usize))> = vec![
+        ("residual_rms_partial", &residual_rms_partial::KERNEL, residual_rms_partial::program(), (4096, 4096, 4096)),
+        ("rowscale", &rowscale::KERNEL, rowscale::program(), (4096, 4096, 4096)),
+        ("gated_mix", &gated_mix::KERNEL, gated_mix::program(), (4096, 4096, 4096)),
+        ("two_partials", &two_partials::KERNEL, two_partials::program(), (4096, 4096, 4096)),
+        ("rowscale_swiglu", &rowscale_swiglu::KERNEL, rowscale_swiglu::program(), (4096, 4096, 4096)),
+        ("rowscale_rope", &rowscale_rope::KERNEL, rowscale_rope::program(), (4096, 4096, 4096)),
+        ("dswiglu", &dswiglu::KERNEL, dswiglu::program(), (4096, 4096, 4096)),
+        ("linear_cross_entropy", &linear_cross_entropy::KERNEL, linear_cross_entropy::program(), (4096, 4096, 4096)),
+        ("linear_cross_entropy", &linear_cross_entropy::KERNEL, linear_cross_entropy::program(), (4096, 32768, 4096)),
+        ("norm_weight_grad", &norm_weight_grad::KERNEL, norm_weight_grad::program(), (4096, 4096, 4096)),
+    ];
+    let (samples, reps) = if quick { (10, 5) } else { (30, 10) };
+    println!("{:<22} {:>18} {:>10} {:>12} {:>7}", "program", "M,N,K", "fused ms", "cuBLAS ms", "ratio");
+    for (name, kernel, program, (m, n, k)) in progs {
+        let mut rng = Rng::new(5);
+        // Two input sets: each holds A and every tile input, > 60 MB together.
+        let sets = RefCell::new(
+            (0..2).map(|_| Setup::new(&stream, &program, m, n, k, &mut rng).expect("setup")).collect::<Vec<_>>(),
+        );
+        let out = RefCell::new(Tensor::<bf16>::zeros(&stream, &[m, n]).expect("alloc"));
+        let mut fused = |i: usize| sets.borrow_mut()[i % 2].launch(&stream, kernel, &program);
+        let mut gemm = |i: usize| {
+            let s = &sets.borrow()[i % 2];
+            blas.linear(&s.a, &s.b, &mut out.borrow_mut())
+        };
+        let t = bench::interleaved(&stream, Duration::from_secs(1), samples, reps, &mut [&mut fused, &mut gemm])
+            .expect("timing runs");
+        println!("{name:<22} {:>18} {:>10.4} {:>12.4} {:>7.3}", format!("{m},{n},{k}"), t[0], t[1], t[0] / t[1]);
+    }
+}
