@@ -15,11 +15,15 @@
 //! rowscale::launch(&stream, rowscale::Args { a: &x, b: &w, r: &r, y: &mut y })?;
 //! ```
 
+// The Llama ops use our own macro, whose expansion names `::coda_runtime`.
+extern crate self as coda_runtime;
+
 pub mod aux;
 pub mod baseline;
 pub mod bench;
 mod error;
 pub mod ffi;
+pub mod llama;
 mod kernel;
 mod stream;
 mod tensor;

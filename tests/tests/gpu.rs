@@ -3,7 +3,7 @@
 //! the built test binary: `gpu [--quick]`.
 
 use coda_runtime::{Error, Stream, Tensor, bf16};
-use coda_tests::harness;
+use coda_tests::{block, harness};
 use coda_tests::programs::{
     dswiglu, gated_mix, linear_cross_entropy, norm_weight_grad, rowscale_rope, rowscale_swiglu, two_partials,
 };
@@ -47,11 +47,13 @@ fn main() {
     // The ragged shape: M and N not multiples of any tile, K not of 64 (N/2 is a multiple of 8).
     let shapes: &[(usize, usize, usize)] = if quick { &[(1000, 528, 264)] } else { &[(4096, 4096, 4096), (1000, 528, 264)] };
     let ce: &[(usize, usize, usize)] = if quick { &[(1000, 30000, 264)] } else { &[(4096, 32768, 4096), (1000, 30000, 264)] };
+    // 16K tokens, and a ragged count (not a multiple of any tile).
+    let blocks: &[usize] = if quick { &[1999] } else { &[16384, 15999] };
     let stream = match Stream::new(0) {
         Ok(s) => s,
         Err(e) => {
             println!("gpu tests: SKIPPED, {e}. Their results come from runs on an H200 (see README).");
-            println!("0 passed, 0 failed, {} skipped", spine.len() + VARIANTS * shapes.len() + ce.len() + 2);
+            println!("0 passed, 0 failed, {} skipped", spine.len() + VARIANTS * shapes.len() + ce.len() + blocks.len() + 2);
             return;
         }
     };
@@ -80,6 +82,12 @@ fn main() {
     for &(m, v, k) in ce {
         let r = harness::cross_entropy_case(&stream, m, v, k, 11).expect("cross-entropy case runs");
         outcomes.push(report_checks(format!("cross-entropy loss M={m} V={v} K={k}"), &r.checks, r.repeat_bitwise, r.rows_checked));
+    }
+    for &m in blocks {
+        let c = block::config(2048, 8192);
+        let r = block::forward_case(&stream, &c, m, 128, 21).expect("block forward runs");
+        let name = format!("block forward d=2048 ffn=8192 heads 16x128 kv 4, M={m}");
+        outcomes.push(report_checks(name, &r.checks, r.repeat_bitwise, r.rows_checked));
     }
     let r = harness::aux_sums_case(&stream, 1000, 17, 1024, 12).expect("aux sums run");
     outcomes.push(report_checks("aux row_sums / col_sums".into(), &r.checks, r.repeat_bitwise, r.rows_checked));

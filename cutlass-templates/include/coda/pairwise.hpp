@@ -14,7 +14,7 @@
 #pragma once
 
 #include "cute/tensor.hpp"
-#include "cutlass/epilogue/fusion/sm90_visitor_tma_warpspecialized.hpp"
+#include "coda/sm90_gemm.hpp"
 
 namespace coda::sm90 {
 
@@ -203,43 +203,27 @@ struct ResizedTileStore {
 // One half of an [M, 2N] row-major tile as a full-width value:
 // at column n it reads element (m, 2n + Part). Direct 8-byte loads of each
 // thread's column pair (4 consecutive elements), predicated on M and N.
-template <class Element, int Part>
-struct PairTileLoad {
-  static_assert(Part == 0 || Part == 1, "Part selects the even (0) or odd (1) columns");
-  struct SharedStorage {};
-  struct Arguments {
-    Element const* ptr = nullptr;
-  };
-  using Params = Arguments;
+template <class Element>
+struct PairTileLoadArgs {
+  Element const* ptr = nullptr;
+};
 
-  template <class ProblemShape>
-  static constexpr Params to_underlying_arguments(ProblemShape const&, Arguments const& args, void*) {
-    return args;
-  }
+template <class Element, int Part>
+struct PairTileLoad : PlainNode<PairTileLoadArgs<Element>> {
+  using Base = PlainNode<PairTileLoadArgs<Element>>;
+  using typename Base::Arguments;
+  using typename Base::Params;
+  using typename Base::SharedStorage;
+  static_assert(Part == 0 || Part == 1, "Part selects the even (0) or odd (1) columns");
+
   template <class ProblemShape>
   static bool can_implement(ProblemShape const&, Arguments const& args) {
     return args.ptr != nullptr && reinterpret_cast<uintptr_t>(args.ptr) % 16 == 0;
-  }
-  template <class ProblemShape>
-  static size_t get_workspace_size(ProblemShape const&, Arguments const&) {
-    return 0;
-  }
-  template <class ProblemShape>
-  static cutlass::Status initialize_workspace(ProblemShape const&, Arguments const&, void*, cudaStream_t,
-                                              cutlass::CudaHostAdapter* = nullptr) {
-    return cutlass::Status::kSuccess;
   }
 
   CUTLASS_HOST_DEVICE PairTileLoad() {}
   CUTLASS_HOST_DEVICE PairTileLoad(Params const& params, SharedStorage const&) : params(&params) {}
   Params const* params;
-
-  CUTLASS_DEVICE bool is_producer_load_needed() const { return false; }
-  CUTLASS_DEVICE bool is_C_load_needed() const { return false; }
-  template <class... Args>
-  CUTLASS_DEVICE auto get_producer_load_callbacks(ProducerLoadArgs<Args...> const&) {
-    return EmptyProducerLoadCallbacks{};
-  }
 
   template <class ThrCoords, class Residue>
   struct Callbacks : EmptyConsumerStoreCallbacks {

@@ -16,7 +16,7 @@
 #include <math_constants.h>
 
 #include "cute/tensor.hpp"
-#include "cutlass/epilogue/fusion/sm90_visitor_tma_warpspecialized.hpp"
+#include "coda/sm90_gemm.hpp"
 
 namespace coda::sm90 {
 
@@ -59,45 +59,23 @@ CUTLASS_DEVICE void lse_merge(float& m1, float& s1, float m2, float s2) {
 
 }  // namespace detail
 
+struct RowLseArgs {
+  float* ptr = nullptr;
+};
+
 template <class CtaTileShapeMNK, class EpilogueTile>
-struct RowLsePartials {
+struct RowLsePartials : PlainNode<RowLseArgs> {
   static constexpr int EpiM = size<0>(EpilogueTile{});
   static constexpr int NumEpiM = size<0>(CtaTileShapeMNK{}) / EpiM;
 
-  struct SharedStorage {};
-  struct Arguments {
-    float* ptr = nullptr;
-  };
-  using Params = Arguments;
-
-  template <class ProblemShape>
-  static constexpr Params to_underlying_arguments(ProblemShape const&, Arguments const& args, void*) {
-    return args;
-  }
   template <class ProblemShape>
   static bool can_implement(ProblemShape const&, Arguments const& args) {
     return args.ptr != nullptr;
-  }
-  template <class ProblemShape>
-  static size_t get_workspace_size(ProblemShape const&, Arguments const&) {
-    return 0;
-  }
-  template <class ProblemShape>
-  static cutlass::Status initialize_workspace(ProblemShape const&, Arguments const&, void*, cudaStream_t,
-                                              cutlass::CudaHostAdapter* = nullptr) {
-    return cutlass::Status::kSuccess;
   }
 
   CUTLASS_HOST_DEVICE RowLsePartials() {}
   CUTLASS_HOST_DEVICE RowLsePartials(Params const& params, SharedStorage const&) : params(&params) {}
   Params const* params;
-
-  CUTLASS_DEVICE bool is_producer_load_needed() const { return false; }
-  CUTLASS_DEVICE bool is_C_load_needed() const { return false; }
-  template <class... Args>
-  CUTLASS_DEVICE auto get_producer_load_callbacks(ProducerLoadArgs<Args...> const&) {
-    return EmptyProducerLoadCallbacks{};
-  }
 
   template <class ThrCoords, class Residue>
   struct Callbacks : EmptyConsumerStoreCallbacks {
@@ -185,42 +163,26 @@ struct RowLsePartials {
 };
 
 template <class TargetElement>
-struct GatherPerRow {
-  struct SharedStorage {};
-  struct Arguments {
-    TargetElement const* targets = nullptr;
-    float* out = nullptr;
-  };
-  using Params = Arguments;
+struct GatherArgs {
+  TargetElement const* targets = nullptr;
+  float* out = nullptr;
+};
 
-  template <class ProblemShape>
-  static constexpr Params to_underlying_arguments(ProblemShape const&, Arguments const& args, void*) {
-    return args;
-  }
+template <class TargetElement>
+struct GatherPerRow : PlainNode<GatherArgs<TargetElement>> {
+  using Base = PlainNode<GatherArgs<TargetElement>>;
+  using typename Base::Arguments;
+  using typename Base::Params;
+  using typename Base::SharedStorage;
+
   template <class ProblemShape>
   static bool can_implement(ProblemShape const&, Arguments const& args) {
     return args.targets != nullptr && args.out != nullptr;
-  }
-  template <class ProblemShape>
-  static size_t get_workspace_size(ProblemShape const&, Arguments const&) {
-    return 0;
-  }
-  template <class ProblemShape>
-  static cutlass::Status initialize_workspace(ProblemShape const&, Arguments const&, void*, cudaStream_t,
-                                              cutlass::CudaHostAdapter* = nullptr) {
-    return cutlass::Status::kSuccess;
   }
 
   CUTLASS_HOST_DEVICE GatherPerRow() {}
   CUTLASS_HOST_DEVICE GatherPerRow(Params const& params, SharedStorage const&) : params(&params) {}
   Params const* params;
-
-  CUTLASS_DEVICE bool is_producer_load_needed() const { return false; }
-  CUTLASS_DEVICE bool is_C_load_needed() const { return false; }
-  template <class... Args>
-  CUTLASS_DEVICE auto get_producer_load_callbacks(ProducerLoadArgs<Args...> const&) {
-    return EmptyProducerLoadCallbacks{};
-  }
 
   template <class ThrCoords, class Residue>
   struct Callbacks : EmptyConsumerStoreCallbacks {

@@ -98,6 +98,34 @@ template <class TileShape>
 using ColSumPartials = Sm90RowReduction<cutlass::plus, cutlass::plus, cutlass::plus, 0, TileShape, float, float,
                                         kRound, Stride<_0, _1, _0>, 4, true, /*FinalReduction=*/false>;
 
+// Defaults for our custom EVT nodes that need no workspace, shared memory
+// or producer loads: their Params are their Arguments.
+template <class Args>
+struct PlainNode {
+  struct SharedStorage {};
+  using Arguments = Args;
+  using Params = Args;
+  template <class ProblemShape>
+  static constexpr Params to_underlying_arguments(ProblemShape const&, Arguments const& args, void*) {
+    return args;
+  }
+  template <class ProblemShape>
+  static size_t get_workspace_size(ProblemShape const&, Arguments const&) {
+    return 0;
+  }
+  template <class ProblemShape>
+  static cutlass::Status initialize_workspace(ProblemShape const&, Arguments const&, void*, cudaStream_t,
+                                              cutlass::CudaHostAdapter* = nullptr) {
+    return cutlass::Status::kSuccess;
+  }
+  CUTLASS_DEVICE bool is_producer_load_needed() const { return false; }
+  CUTLASS_DEVICE bool is_C_load_needed() const { return false; }
+  template <class... A>
+  CUTLASS_DEVICE auto get_producer_load_callbacks(ProducerLoadArgs<A...> const&) {
+    return EmptyProducerLoadCallbacks{};
+  }
+};
+
 // The DAG's last node: D's value, converted to ElementD by Sm90Compute.
 template <class F>
 struct PassThrough {

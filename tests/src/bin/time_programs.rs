@@ -9,6 +9,7 @@ use std::time::Duration;
 use coda_runtime::baseline::Cublas;
 use coda_runtime::dsl::Program;
 use coda_runtime::{Kernel, Stream, Tensor, bench, bf16};
+use coda_tests::block;
 use coda_tests::harness::Setup;
 use coda_tests::programs::*;
 use llama_norm::host::Rng;
@@ -53,5 +54,12 @@ fn main() {
         let t = bench::interleaved(&stream, Duration::from_secs(1), samples, reps, &mut [&mut fused, &mut gemm])
             .expect("timing runs");
         println!("{name:<22} {:>18} {:>10.4} {:>12.4} {:>7.3}", format!("{m},{n},{k}"), t[0], t[1], t[0] / t[1]);
+    }
+    println!("\nblock forward, 16384 tokens (4 fused GEMMs + 2 aux vs the 4 bare cuBLAS GEMMs)");
+    println!("{:>6} {:>7} {:>12} {:>16} {:>7}", "d", "ffn", "forward ms", "sum of GEMMs ms", "ratio");
+    let sizes: &[(usize, usize)] = if quick { &[(2048, 8192)] } else { &[(2048, 8192), (4096, 11008), (8192, 28672)] };
+    for &(d, ffn) in sizes {
+        let (fwd, gemms) = block::time_forward(&stream, &block::config(d, ffn), 16384, samples, reps.min(5)).expect("block timing");
+        println!("{d:>6} {ffn:>7} {fwd:>12.4} {gemms:>16.4} {:>7.3}", fwd / gemms);
     }
 }

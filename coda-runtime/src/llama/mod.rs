@@ -1,0 +1,221 @@
+//! The non-attention part of a Llama block as GEMM-epilogue programs.
+//!
+//! Forward (the paper's ablation block): o_proj → +residual → RMSNorm →
+//! gate_up → SwiGLU → down → +residual → RMSNorm → qkv → RoPE, as four fused
+//! GEMM launches and two aux reductions:
+//!
+//! 1. `x1 = attn · Woᵀ + x0`, `u1 = x1 ⊙ γ1`, Σx1² partials → `r1`;
+//! 2. `y1 = SwiGLU(r1 ⊙ (u1 · Wguᵀ))` (and the pre-activation `z1` saved);
+//! 3. `x2 = y1 · Wdᵀ + x1`, `u2 = x2 ⊙ γ2`, Σx2² partials → `r2`;
+//! 4. `qkv = RoPE(r2 ⊙ (u2 · Wqkvᵀ))`.
+//!
+//! Layouts: activations row-major `[M, *]` bf16; weights like a PyTorch
+//! `Linear` (`[out, in]`), with the gate/up rows interleaved and each head's
+//! RoPE pairs adjacent ([`layout`] converts ordinary checkpoints).
+
+pub mod layout;
+pub mod programs;
+pub mod reference;
+
+use crate::{Error, Stream, Tensor, aux, bf16};
+use programs::{linear_residual_rms_partial as residual_norm, linear_rowscale_rope as rope, linear_rowscale_swiglu_save as swiglu};
+
+/// Shapes of one block.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BlockConfig {
+    /// Hidden size `d`.
+    pub hidden: usize,
+    /// FFN width `f`.
+    pub ffn: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub eps: f32,
+    pub rope_theta: f32,
+}
+
+impl BlockConfig {
+    /// Width of the attention output, the o_proj input: `heads · head_dim`.
+    pub fn attn_width(&self) -> usize {
+        self.heads * self.head_dim
+    }
+    /// Width of the qkv projection: `(heads + 2 · kv_heads) · head_dim`.
+    pub fn qkv_width(&self) -> usize {
+        (self.heads + 2 * self.kv_heads) * self.head_dim
+    }
+
+    /// Checks the rules the kernels need; names the field that breaks one.
+    pub fn check(&self) -> Result<(), Error> {
+        let rule = |name: &str, ok: bool, why: &str| if ok { Ok(()) } else { Err(Error::arg(name, why)) };
+        rule("hidden", self.hidden > 0 && self.hidden % 8 == 0, "must be a positive multiple of 8")?;
+        rule("ffn", self.ffn > 0 && self.ffn % 8 == 0, "must be a positive multiple of 8")?;
+        rule("head_dim", self.head_dim > 0 && self.head_dim % 8 == 0, "must be a positive multiple of 8")?;
+        rule("heads", self.heads > 0, "must be ≥ 1")?;
+        rule("kv_heads", self.kv_heads > 0 && self.heads % self.kv_heads == 0, "must divide heads (GQA)")?;
+        rule("eps", self.eps > 0.0, "must be > 0")?;
+        rule("rope_theta", self.rope_theta > 1.0, "must be > 1")
+    }
+
+    /// The RoPE frequency of every qkv output column: `θ^(−2i/head_dim)` for
+    /// pair `i` of a q or k head (both columns of the pair), 0 for v.
+    pub fn rope_freq(&self) -> Vec<f32> {
+        let rotated = (self.heads + self.kv_heads) * self.head_dim;
+        (0..self.qkv_width())
+            .map(|n| {
+                if n >= rotated {
+                    return 0.0;
+                }
+                let i = (n % self.head_dim) / 2;
+                (self.rope_theta as f64).powf(-2.0 * i as f64 / self.head_dim as f64) as f32
+            })
+            .collect()
+    }
+}
+
+/// The weights of one block, on the device, in the kernels' layout.
+pub struct BlockWeights {
+    pub config: BlockConfig,
+    /// o_proj `[d, heads · head_dim]`
+    pub wo: Tensor<bf16>,
+    pub gamma1: Tensor<bf16>,
+    /// gate_up `[2f, d]`, rows interleaved `[g0, u0, g1, u1, …]`
+    pub w_gate_up: Tensor<bf16>,
+    /// down `[d, f]`
+    pub w_down: Tensor<bf16>,
+    pub gamma2: Tensor<bf16>,
+    /// qkv `[(heads + 2·kv_heads) · head_dim, d]`, each head's RoPE pairs adjacent
+    pub w_qkv: Tensor<bf16>,
+    /// Per-column RoPE frequencies `[qkv_width]` (see [`BlockConfig::rope_freq`]).
+    pub rope_freq: Tensor<f32>,
+}
+
+/// Host weights in the kernels' layout (see [`layout`] for checkpoint conversion).
+pub struct HostWeights {
+    pub wo: Vec<bf16>,
+    pub gamma1: Vec<bf16>,
+    pub w_gate_up: Vec<bf16>,
+    pub w_down: Vec<bf16>,
+    pub gamma2: Vec<bf16>,
+    pub w_qkv: Vec<bf16>,
+}
+
+impl BlockWeights {
+    pub fn upload(stream: &Stream, config: BlockConfig, w: &HostWeights) -> Result<BlockWeights, Error> {
+        config.check()?;
+        let (d, f) = (config.hidden, config.ffn);
+        let up = |name: &str, v: &[bf16], shape: &[usize]| {
+            if v.len() != shape.iter().product::<usize>() {
+                return Err(Error::arg(name, format!("{} elements, shape {shape:?} needs {}", v.len(), shape.iter().product::<usize>())));
+            }
+            Tensor::from_host(stream, v, shape)
+        };
+        Ok(BlockWeights {
+            config,
+            wo: up("wo", &w.wo, &[d, config.attn_width()])?,
+            gamma1: up("gamma1", &w.gamma1, &[d])?,
+            w_gate_up: up("w_gate_up", &w.w_gate_up, &[2 * f, d])?,
+            w_down: up("w_down", &w.w_down, &[d, f])?,
+            gamma2: up("gamma2", &w.gamma2, &[d])?,
+            w_qkv: up("w_qkv", &w.w_qkv, &[config.qkv_width(), d])?,
+            rope_freq: Tensor::from_host(stream, &config.rope_freq(), &[config.qkv_width()])?,
+        })
+    }
+}
+
+/// Everything the forward writes, allocated once for `tokens` rows and reused:
+/// the outputs (`x2`, `qkv`) and the tensors the backward needs.
+pub struct BlockState {
+    pub tokens: usize,
+    /// Residual stream after o_proj, `[M, d]`.
+    pub x1: Tensor<bf16>,
+    /// `x1 ⊙ γ1`, `[M, d]`.
+    pub u1: Tensor<bf16>,
+    pub sq1: Tensor<f32>,
+    /// Inverse RMS of `x1`, `[M]`.
+    pub r1: Tensor<f32>,
+    /// gate_up pre-activation (interleaved), `[M, 2f]`.
+    pub z1: Tensor<bf16>,
+    /// SwiGLU output, `[M, f]`.
+    pub y1: Tensor<bf16>,
+    /// Residual stream after down, the block's residual output, `[M, d]`.
+    pub x2: Tensor<bf16>,
+    pub u2: Tensor<bf16>,
+    pub sq2: Tensor<f32>,
+    pub r2: Tensor<f32>,
+    /// Rotated q, k and v, `[M, (heads + 2·kv_heads) · head_dim]`.
+    pub qkv: Tensor<bf16>,
+}
+
+impl BlockState {
+    pub fn new(stream: &Stream, c: &BlockConfig, tokens: usize) -> Result<BlockState, Error> {
+        let (m, d, f) = (tokens, c.hidden, c.ffn);
+        let partials = |n: usize| {
+            let (tm, tn) = (residual_norm::TILE_M, residual_norm::TILE_N);
+            Tensor::zeros(stream, &[n.div_ceil(tn), m.div_ceil(tm) * tm])
+        };
+        Ok(BlockState {
+            tokens,
+            x1: Tensor::zeros(stream, &[m, d])?,
+            u1: Tensor::zeros(stream, &[m, d])?,
+            sq1: partials(d)?,
+            r1: Tensor::zeros(stream, &[m])?,
+            z1: Tensor::zeros(stream, &[m, 2 * f])?,
+            y1: Tensor::zeros(stream, &[m, f])?,
+            x2: Tensor::zeros(stream, &[m, d])?,
+            u2: Tensor::zeros(stream, &[m, d])?,
+            sq2: partials(d)?,
+            r2: Tensor::zeros(stream, &[m])?,
+            qkv: Tensor::zeros(stream, &[m, c.qkv_width()])?,
+        })
+    }
+
+    /// Every tensor, for poisoning before a checked run.
+    pub fn poison(&mut self, stream: &Stream) -> Result<(), Error> {
+        for t in [&mut self.x1, &mut self.u1, &mut self.z1, &mut self.y1, &mut self.x2, &mut self.u2, &mut self.qkv] {
+            t.poison(stream)?;
+        }
+        for t in [&mut self.sq1, &mut self.r1, &mut self.sq2, &mut self.r2] {
+            t.poison(stream)?;
+        }
+        Ok(())
+    }
+}
+
+/// Launches per forward: four fused GEMMs and two aux reductions.
+pub const FORWARD_LAUNCHES: (usize, usize) = (4, 2);
+
+/// The block forward on `stream`, no host synchronisation: `attn` `[M, heads·head_dim]`
+/// (the attention output), `x0` `[M, d]` (the residual stream), `pos` `[M]` (token positions).
+pub fn block_forward(
+    stream: &Stream,
+    w: &BlockWeights,
+    attn: &Tensor<bf16>,
+    x0: &Tensor<bf16>,
+    pos: &Tensor<f32>,
+    s: &mut BlockState,
+) -> Result<(), Error> {
+    let c = &w.config;
+    let m = s.tokens;
+    for (name, shape) in [("attn", attn.shape()), ("x0", x0.shape()), ("pos", pos.shape())] {
+        let want: Vec<usize> = match name {
+            "attn" => vec![m, c.attn_width()],
+            "x0" => vec![m, c.hidden],
+            _ => vec![m],
+        };
+        if shape != want.as_slice() {
+            return Err(Error::arg(name, format!("shape {shape:?} must be {want:?} (state for {m} tokens)")));
+        }
+    }
+    residual_norm::launch(
+        stream,
+        residual_norm::Args { a: attn, b: &w.wo, residual: x0, gamma: &w.gamma1, h: &mut s.x1, u: &mut s.u1, sq: &mut s.sq1 },
+    )?;
+    aux::rms_from_partials(stream, &s.sq1, c.hidden, c.eps, &mut s.r1)?;
+    swiglu::launch(stream, swiglu::Args { a: &s.u1, b: &w.w_gate_up, r: &s.r1, z: &mut s.z1, y: &mut s.y1 })?;
+    residual_norm::launch(
+        stream,
+        residual_norm::Args { a: &s.y1, b: &w.w_down, residual: &s.x1, gamma: &w.gamma2, h: &mut s.x2, u: &mut s.u2, sq: &mut s.sq2 },
+    )?;
+    aux::rms_from_partials(stream, &s.sq2, c.hidden, c.eps, &mut s.r2)?;
+    rope::launch(stream, rope::Args { a: &s.u2, b: &w.w_qkv, r: &s.r2, pos, freq: &w.rope_freq, y: &mut s.qkv })
+}

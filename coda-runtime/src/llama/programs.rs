@@ -1,0 +1,57 @@
+//! The Llama block's epilogue programs, written in our own DSL and compiled
+//! by this crate's build script.
+
+use crate as coda;
+
+#[coda::epilogue]
+/// o_proj / down epilogue: residual add, RMSNorm weight, partial Σh² for the
+/// deferred norm (`h = acc + residual`, `u = h ⊙ γ`).
+pub fn linear_residual_rms_partial(acc: Acc, residual: Tile<bf16>, gamma: PerCol<bf16>)
+    -> (Tile<bf16>, Tile<bf16>, RowPartial<f32>) {
+    let h = acc + residual;
+    let u = h * gamma;
+    let sq = row_sum(h * h);
+    (h, u, sq)
+}
+
+#[coda::epilogue]
+/// gate_up epilogue: the deferred RMSNorm row scale, then SwiGLU over the
+/// interleaved (gate, up) columns: `[M, 2f]` accumulator → `[M, f]`.
+pub fn linear_rowscale_swiglu(acc: Acc, r: PerRow<f32>) -> HalfTile<bf16> {
+    let z = acc * r;
+    let (g, u) = unpair(z);
+    let y = silu(g) * u;
+    y
+}
+
+#[coda::epilogue]
+/// As `linear_rowscale_swiglu`, also saving the pre-activation `z` for the backward.
+pub fn linear_rowscale_swiglu_save(acc: Acc, r: PerRow<f32>) -> (Tile<bf16>, HalfTile<bf16>) {
+    let z = acc * r;
+    let (g, u) = unpair(z);
+    let y = silu(g) * u;
+    (z, y)
+}
+
+#[coda::epilogue]
+/// qkv epilogue: the deferred row scale, then RoPE on adjacent column pairs by
+/// `pos[m] · freq[n]` (`freq` is 0 on the v columns, which stay as they are).
+pub fn linear_rowscale_rope(acc: Acc, r: PerRow<f32>, pos: PerRow<f32>, freq: PerCol<f32>) -> Tile<bf16> {
+    let q = acc * r;
+    let (x0, x1) = unpair(q);
+    let angle = pos * freq;
+    let (c, _) = unpair(cos(angle));
+    let (s, _) = unpair(sin(angle));
+    let y = pair(x0 * c - x1 * s, x0 * s + x1 * c);
+    y
+}
+
+#[coda::epilogue]
+/// LM-head forward: the deferred row scale, online log-sum-exp partials and
+/// the target logit; the logits are never written.
+pub fn linear_cross_entropy(acc: Acc, r: PerRow<f32>, target: PerRow<i32>) -> (LsePartial<f32>, PerRow<f32>) {
+    let logits = acc * r;
+    let lse = row_lse(logits);
+    let target_logit = gather(logits, target);
+    (lse, target_logit)
+}
