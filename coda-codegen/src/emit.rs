@@ -131,6 +131,8 @@ pub fn emit(program: &Program, package: &str) -> String {
             EvtKind::ColSumPartials => "ColSumPartials<TileShape>".to_string(),
             EvtKind::RowLsePartials => "RowLsePartials<TileShape, typename Desc::EpilogueTile>".to_string(),
             EvtKind::GatherPerRow { .. } => "GatherPerRow<int32_t>".to_string(),
+            EvtKind::RowStore(d) => format!("RankOneStore<{}, 0>", cpp_elem(*d)),
+            EvtKind::ColStore(d) => format!("RankOneStore<{}, 1>", cpp_elem(*d)),
             EvtKind::StoreD(_) => "Sm90Compute<PassThrough, ElementD, float, kRound>".to_string(),
         };
         let _ = writeln!(s, "using Node_{} = {ty};  // {}", node.name, node.origin);
@@ -170,7 +172,7 @@ pub fn emit(program: &Program, package: &str) -> String {
                 format!("{{static_cast<{e} const*>({t}), {e}(0), tile_stride(M, N)}}")
             }
             EvtKind::PairTileLoad(d, _) => format!("{{static_cast<{} const*>({t})}}", cpp_elem(*d)),
-            EvtKind::HalfTileStore(d) | EvtKind::DoubleTileStore(d) => {
+            EvtKind::HalfTileStore(d) | EvtKind::DoubleTileStore(d) | EvtKind::RowStore(d) | EvtKind::ColStore(d) => {
                 format!("{{static_cast<{}*>({t})}}", cpp_elem(*d))
             }
             EvtKind::PerRowLoad(d) | EvtKind::PerColLoad(d) => {

@@ -41,6 +41,10 @@ pub enum EvtKind {
     RowLsePartials,
     /// `x[m, target[m]]`: reads the target vector (this launch tensor), writes the output.
     GatherPerRow { target: usize },
+    /// A row-uniform value, one per row `[M]`.
+    RowStore(DType),
+    /// A column-uniform value, one per column `[N]`.
+    ColStore(DType),
     /// Converts D's value to its element type: the DAG's output.
     StoreD(DType),
 }
@@ -109,7 +113,7 @@ pub fn plan(p: &Program) -> Plan {
             (OutputKind::RowPartial, Op::RowSum(src))
             | (OutputKind::ColPartial, Op::ColSum(src))
             | (OutputKind::LsePartial, Op::RowLse(src))
-            | (OutputKind::PerRow, Op::Gather(src, _)) => materialize[*src] = true,
+            | (OutputKind::PerRow(_), Op::Gather(src, _)) => materialize[*src] = true,
             (OutputKind::DoubleTile(_), Op::Pair(a, b)) => {
                 materialize[*a] = true;
                 materialize[*b] = true;
@@ -196,10 +200,12 @@ pub fn plan(p: &Program) -> Plan {
             (OutputKind::RowPartial, Op::RowSum(src)) => (EvtKind::RowSumPartials, vec![node_of(*src)]),
             (OutputKind::ColPartial, Op::ColSum(src)) => (EvtKind::ColSumPartials, vec![node_of(*src)]),
             (OutputKind::LsePartial, Op::RowLse(src)) => (EvtKind::RowLsePartials, vec![node_of(*src)]),
-            (OutputKind::PerRow, Op::Gather(src, target)) => {
+            (OutputKind::PerRow(_), Op::Gather(src, target)) => {
                 let Op::Input(i) = p.nodes[*target].op else { unreachable!("targets are inputs") };
                 (EvtKind::GatherPerRow { target: tensor_index(&p.inputs[i].name, false) }, vec![node_of(*src)])
             }
+            (OutputKind::PerRow(d), _) => (EvtKind::RowStore(d), vec![node_of(o.value)]),
+            (OutputKind::PerCol(d), _) => (EvtKind::ColStore(d), vec![node_of(o.value)]),
             _ => unreachable!("the frontend checks output values"),
         };
         let label = match o.kind {
@@ -209,7 +215,8 @@ pub fn plan(p: &Program) -> Plan {
             OutputKind::RowPartial => format!("output {}: RowPartial<f32>", o.name),
             OutputKind::ColPartial => format!("output {}: ColPartial<f32>", o.name),
             OutputKind::LsePartial => format!("output {}: LsePartial<f32>", o.name),
-            OutputKind::PerRow => format!("output {}: PerRow<f32>", o.name),
+            OutputKind::PerRow(d) => format!("output {}: PerRow<{}>", o.name, d.rust_name()),
+            OutputKind::PerCol(d) => format!("output {}: PerCol<{}>", o.name, d.rust_name()),
         };
         nodes.push(EvtNode {
             kind,

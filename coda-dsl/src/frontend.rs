@@ -115,7 +115,7 @@ fn out_desc(k: OutputKind) -> (&'static str, &'static str) {
         OutputKind::RowPartial => ("a `row_sum` partial", "RowPartial<f32>"),
         OutputKind::ColPartial => ("a `col_sum` partial", "ColPartial<f32>"),
         OutputKind::LsePartial => ("a `row_lse` partial", "LsePartial<f32>"),
-        OutputKind::PerRow => ("a `gather`ed per-row value", "PerRow<f32>"),
+        OutputKind::PerRow(_) => ("a `gather`ed per-row value", "PerRow<f32>"),
         _ => ("an element-wise value", "Tile<T>"),
     }
 }
@@ -170,7 +170,7 @@ impl Lowering {
 
     /// The width of an element-wise combination of `ids`, or an error at `span`.
     fn join(&self, ids: &[NodeId], span: Span) -> syn::Result<Width> {
-        let mut w = Width::Row;
+        let mut w = Width::Uniform;
         for &id in ids {
             w = w.join(self.widths[id]).ok_or_else(|| {
                 syn::Error::new(
@@ -206,7 +206,7 @@ impl Lowering {
                     Lit::Int(i) => i.base10_parse::<f64>()?,
                     _ => return Err(syn::Error::new(e.span(), "only numeric literals are allowed")),
                 };
-                Ok(Value::Elem(self.push(Op::Const(v), Width::Row, e.span())))
+                Ok(Value::Elem(self.push(Op::Const(v), Width::Uniform, e.span())))
             }
             Expr::Unary(u) => match u.op {
                 UnOp::Neg(_) => {
@@ -296,13 +296,13 @@ impl Lowering {
             "gather" => {
                 arity(2)?;
                 let x = self.elem(args[0])?;
-                if self.widths[x] != Width::Full {
+                if ![Width::Full, Width::Col].contains(&self.widths[x]) {
                     return Err(syn::Error::new(args[0].span(), "`gather` picks from a full-width value"));
                 }
                 let Value::Index(t) = self.expr(args[1])? else {
                     return Err(syn::Error::new(args[1].span(), "`gather`'s target must be a `PerRow<i32>` input"));
                 };
-                Ok(Value::Out(self.push(Op::Gather(x, t), Width::Full, span), OutputKind::PerRow))
+                Ok(Value::Out(self.push(Op::Gather(x, t), Width::Full, span), OutputKind::PerRow(DType::F32)))
             }
             "pair" => {
                 arity(2)?;
@@ -488,22 +488,23 @@ fn output_kind(ty: &Type) -> syn::Result<OutputKind> {
         "Tile" => Ok(OutputKind::Tile(elem(arg, &[DType::Bf16, DType::F32])?)),
         "HalfTile" => Ok(OutputKind::HalfTile(elem(arg, &[DType::Bf16, DType::F32])?)),
         "DoubleTile" => Ok(OutputKind::DoubleTile(elem(arg, &[DType::Bf16])?)),
-        "RowPartial" | "ColPartial" | "LsePartial" | "PerRow" => {
+        "PerRow" => Ok(OutputKind::PerRow(elem(arg, &[DType::Bf16, DType::F32])?)),
+        "PerCol" => Ok(OutputKind::PerCol(elem(arg, &[DType::Bf16, DType::F32])?)),
+        "RowPartial" | "ColPartial" | "LsePartial" => {
             if let Some((d, s)) = arg {
                 dtype(&d, s, &[DType::F32])?;
             }
             Ok(match name.as_str() {
                 "RowPartial" => OutputKind::RowPartial,
                 "ColPartial" => OutputKind::ColPartial,
-                "LsePartial" => OutputKind::LsePartial,
-                _ => OutputKind::PerRow,
+                _ => OutputKind::LsePartial,
             })
         }
         _ => Err(syn::Error::new(
             ty.span(),
             format!(
                 "unknown output type `{name}`; expected Tile<T>, HalfTile<T>, DoubleTile<T>, RowPartial<f32>, \
-                 ColPartial<f32>, LsePartial<f32> or PerRow<f32>"
+                 ColPartial<f32>, LsePartial<f32>, PerRow<T> or PerCol<T>"
             ),
         )),
     }
@@ -562,9 +563,11 @@ pub fn lower_fn(item: &ItemFn, config: Config) -> syn::Result<Program> {
         let idx = lw.inputs.len();
         lw.inputs.push(Input { name: name.clone(), kind });
         let width = match kind {
-            InputKind::Acc | InputKind::Tile(_) | InputKind::PerCol(_) => Width::Full,
+            InputKind::Acc | InputKind::Tile(_) => Width::Full,
+            InputKind::PerCol(_) => Width::Col,
             InputKind::DoubleTile(_) => Width::Double,
-            InputKind::PerRow(_) | InputKind::Scalar => Width::Row,
+            InputKind::PerRow(_) => Width::Row,
+            InputKind::Scalar => Width::Uniform,
         };
         let id = lw.push(Op::Input(idx), width, pi.ident.span());
         lw.nodes[id].name = Some(name.clone());
@@ -661,7 +664,9 @@ pub fn lower_fn(item: &ItemFn, config: Config) -> syn::Result<Program> {
             (Value::Index(_), _) => {
                 return Err(syn::Error::new(e.span(), format!("`{name}` is an input index vector, not an output")));
             }
-            (Value::Elem(_), k) if out_desc(*k).1 != "Tile<T>" => {
+            (Value::Elem(_), k)
+                if matches!(k, OutputKind::RowPartial | OutputKind::ColPartial | OutputKind::LsePartial) =>
+            {
                 let producer = match k {
                     OutputKind::RowPartial => "row_sum(...)",
                     OutputKind::ColPartial => "col_sum(...)",
@@ -676,16 +681,23 @@ pub fn lower_fn(item: &ItemFn, config: Config) -> syn::Result<Program> {
             (Value::Elem(id), _) => {
                 let w = lw.widths[id];
                 let fits = match kind {
-                    OutputKind::Tile(_) => [Width::Full, Width::Row].contains(&w),
+                    OutputKind::Tile(_) => [Width::Full, Width::Row, Width::Col, Width::Uniform].contains(&w),
+                    OutputKind::PerRow(_) => [Width::Row, Width::Uniform].contains(&w),
+                    OutputKind::PerCol(_) => [Width::Col, Width::Uniform].contains(&w),
                     OutputKind::HalfTile(_) => w == Width::Half,
                     OutputKind::DoubleTile(_) => w == Width::Double,
                     _ => false,
                 };
                 if !fits {
-                    let is = match w {
-                        Width::Row | Width::Full => "full-width (declare it `Tile<T>`)",
-                        Width::Half => "half-width, from `unpair` (declare it `HalfTile<T>`)",
-                        Width::Double => "double-width, a `pair` of full-width values (declare it `DoubleTile<T>`)",
+                    let is = match (w, kind) {
+                        (Width::Uniform, _) => "uniform (declare it `Tile<T>`, `PerRow<T>` or `PerCol<T>`)",
+                        (Width::Row, _) => "the same across each row (declare it `PerRow<T>` or `Tile<T>`)",
+                        (Width::Col, _) => "the same down each column (declare it `PerCol<T>` or `Tile<T>`)",
+                        (Width::Full, OutputKind::PerRow(_)) => "not the same across a row; a `PerRow<T>` output needs a value of row vectors and scalars",
+                        (Width::Full, OutputKind::PerCol(_)) => "not the same down a column; a `PerCol<T>` output needs a value of column vectors and scalars",
+                        (Width::Full, _) => "full-width (declare it `Tile<T>`)",
+                        (Width::Half, _) => "half-width, from `unpair` (declare it `HalfTile<T>`)",
+                        (Width::Double, _) => "double-width, a `pair` of full-width values (declare it `DoubleTile<T>`)",
                     };
                     return Err(syn::Error::new(ty.span(), format!("`{name}` is {is}")));
                 }

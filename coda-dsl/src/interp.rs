@@ -93,8 +93,8 @@ pub fn evaluate(
         OutputKind::DoubleTile(_) => 2 * n,
         OutputKind::RowPartial => n_tiles,
         OutputKind::LsePartial => 2 * n_tiles,
-        OutputKind::PerRow => 1,
-        OutputKind::ColPartial => n,
+        OutputKind::PerRow(_) => 1,
+        OutputKind::ColPartial | OutputKind::PerCol(_) => n,
     };
     let tile_m = program.config.tile_m;
     let m_tiles = rows.div_ceil(tile_m);
@@ -102,7 +102,11 @@ pub fn evaluate(
         .outputs
         .iter()
         .map(|o| {
-            let r = if o.kind == OutputKind::ColPartial { m_tiles } else { rows };
+            let r = match o.kind {
+                OutputKind::ColPartial => m_tiles,
+                OutputKind::PerCol(_) => 1,
+                _ => rows,
+            };
             (o.name.clone(), vec![0.0; r * out_cols(o.kind)])
         })
         .collect();
@@ -218,16 +222,24 @@ pub fn evaluate(
                         out[r * 2 * n_tiles + 2 * t + 1] = se;
                     }
                 }
-                OutputKind::PerRow => {
-                    let Op::Gather(src, target) = program.nodes[o.value].op else {
-                        return Err(format!("output `{}` is not a gather", o.name));
+                OutputKind::PerRow(dtype) => {
+                    out[r] = match program.nodes[o.value].op {
+                        Op::Gather(src, target) => {
+                            let t = vals[target][0];
+                            if t >= 0.0 && (t as usize) < n {
+                                precision.store(at(&vals[src], t as usize), dtype)
+                            } else {
+                                f64::NAN // not written
+                            }
+                        }
+                        _ => precision.store(vals[o.value][0], dtype),
                     };
-                    let t = vals[target][0];
-                    out[r] = if t >= 0.0 && (t as usize) < n {
-                        precision.store(at(&vals[src], t as usize), DType::F32)
-                    } else {
-                        f64::NAN // not written
-                    };
+                }
+                // The same for every row: any row gives it.
+                OutputKind::PerCol(dtype) => {
+                    for c in 0..n {
+                        out[c] = precision.store(vals[o.value][c], dtype);
+                    }
                 }
             }
         }

@@ -61,8 +61,11 @@ pub enum OutputKind {
     ColPartial,
     /// f32 online log-sum-exp state `(max, Σ exp(x − max))` per (row, N-tile).
     LsePartial,
-    /// One f32 per row, from `gather`: written only where the row's target column exists.
-    PerRow,
+    /// One value per row: a row-uniform value, or f32 from `gather` (written
+    /// only where the row's target column exists).
+    PerRow(DType),
+    /// One value per column: a value that varies only along the columns.
+    PerCol(DType),
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -185,8 +188,12 @@ pub struct Node {
 /// How many columns a value has, relative to the accumulator's `N`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Width {
-    /// The same for every column of a row (row vectors, scalars, constants).
+    /// The same everywhere (scalars, constants).
+    Uniform,
+    /// The same for every column of a row (row vectors).
     Row,
+    /// The same for every row of a column (column vectors): `N` values.
+    Col,
     /// `N / 2`: one value per column pair.
     Half,
     /// `N`
@@ -199,15 +206,15 @@ impl Width {
     /// Columns of a value of this width when the accumulator has `n` (`Row`: 1).
     pub fn cols(self, n: usize) -> usize {
         match self {
-            Width::Row => 1,
+            Width::Uniform | Width::Row => 1,
             Width::Half => n / 2,
-            Width::Full => n,
+            Width::Full | Width::Col => n,
             Width::Double => 2 * n,
         }
     }
     pub fn halved(self) -> Option<Width> {
         match self {
-            Width::Full => Some(Width::Half),
+            Width::Full | Width::Col => Some(Width::Half),
             Width::Double => Some(Width::Full),
             _ => None,
         }
@@ -222,6 +229,9 @@ impl Width {
     /// The width of an element-wise combination, if the widths are compatible.
     pub fn join(self, other: Width) -> Option<Width> {
         match (self, other) {
+            (Width::Row, Width::Col) | (Width::Col, Width::Row) => Some(Width::Full),
+            (Width::Col, Width::Full) | (Width::Full, Width::Col) => Some(Width::Full),
+            (Width::Uniform, w) | (w, Width::Uniform) => Some(w),
             (Width::Row, w) | (w, Width::Row) => Some(w),
             (a, b) if a == b => Some(a),
             _ => None,
@@ -315,7 +325,8 @@ impl Program {
                 OutputKind::RowPartial => (Shape::RowPartial, DType::F32),
                 OutputKind::ColPartial => (Shape::ColPartial, DType::F32),
                 OutputKind::LsePartial => (Shape::LsePartial, DType::F32),
-                OutputKind::PerRow => (Shape::PerRow, DType::F32),
+                OutputKind::PerRow(d) => (Shape::PerRow, d),
+                OutputKind::PerCol(d) => (Shape::PerCol, d),
             };
             TensorParam { name: o.name.clone(), shape, dtype, output: true }
         });
@@ -327,11 +338,13 @@ impl Program {
         for n in &self.nodes {
             let width = match n.op {
                 Op::Input(i) => match self.inputs[i].kind {
-                    InputKind::Acc | InputKind::Tile(_) | InputKind::PerCol(_) => Width::Full,
+                    InputKind::Acc | InputKind::Tile(_) => Width::Full,
+                    InputKind::PerCol(_) => Width::Col,
                     InputKind::DoubleTile(_) => Width::Double,
-                    InputKind::PerRow(_) | InputKind::Scalar => Width::Row,
+                    InputKind::PerRow(_) => Width::Row,
+                    InputKind::Scalar => Width::Uniform,
                 },
-                Op::Const(_) => Width::Row,
+                Op::Const(_) => Width::Uniform,
                 Op::Unary(_, a) | Op::RowSum(a) | Op::ColSum(a) | Op::RowLse(a) | Op::Gather(a, _) => w[a],
                 Op::Binary(_, a, b) => w[a].join(w[b]).unwrap_or(Width::Full),
                 Op::Select(c, a, b) => w[c].join(w[a]).and_then(|x| x.join(w[b])).unwrap_or(Width::Full),

@@ -66,6 +66,8 @@ fn user_errors_name_the_rule() {
         (quote!(fn p(acc: Acc, t: PerRow<f32>) -> PerRow<f32> { let g = gather(acc, t); g }), "`gather`'s target must be a `PerRow<i32>` input"),
         (quote!(fn p(acc: Acc) -> LsePartial<f32> { let s = row_sum(acc); s }), "`s` is a `row_sum` partial; declare this output as `RowPartial<f32>`"),
         (quote!(fn p(acc: Acc) -> ColPartial<f32> { let s = acc * 2.0; s }), "a `ColPartial<f32>` output needs `col_sum(...)`"),
+        (quote!(fn p(acc: Acc) -> PerRow<f32> { let s = acc * 2.0; s }), "`s` is not the same across a row"),
+        (quote!(fn p(acc: Acc, r: PerRow<f32>) -> (Tile<bf16>, PerCol<f32>) { let y = acc; let s = r * 2.0; (y, s) }), "`s` is the same across each row (declare it `PerRow<T>`"),
         (quote!(fn p(acc: Acc) -> (Tile<bf16>, Tile<bf16>) { let y = acc; y }), "declares 2 outputs but the body returns 1"),
         (quote!(fn p(z: Tile<bf16>) -> Tile<bf16> { let y = z; y }), "needs an `acc: Acc` input"),
         (quote!(fn p(acc: Acc, a: Tile<bf16>) -> Tile<bf16> { let y = acc + a; y }), "`a` is reserved for the GEMM operand A"),

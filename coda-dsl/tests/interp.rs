@@ -253,3 +253,23 @@ fn unpair_and_pair_move_between_widths() {
         }
     }
 }
+
+#[test]
+fn rank_one_stores_keep_one_value_per_row_or_column() {
+    let p = program(
+        quote! {
+            fn r1(acc: Acc, r: PerRow<f32>, g: PerCol<f32>) -> (Tile<f32>, PerRow<f32>, PerCol<f32>) {
+                let y = acc * r * g;
+                let rr = r * 2.0;
+                let gg = g + 1.0;
+                (y, rr, gg)
+            }
+        },
+        Config::default(),
+    );
+    let (rows, n) = (3, 8);
+    let (r, g) = (values(rows, 16), values(n, 17));
+    let out = eval(&p, rows, n, values(rows * n, 18), &[("r", r.clone()), ("g", g.clone())]);
+    assert_eq!(out["rr"], r.iter().map(|v| v * 2.0).collect::<Vec<_>>());
+    assert_eq!(out["gg"], g.iter().map(|v| v + 1.0).collect::<Vec<_>>());
+}

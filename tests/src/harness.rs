@@ -202,6 +202,7 @@ pub fn verify(stream: &Stream, kernel: &Kernel, program: &Program, m: usize, n: 
                 interp::col_partials_from_device(&dev, program.n_padded(n), n)
             }
             Shape::PerRow => rows.iter().map(|&r| g[r]).collect(),
+            Shape::PerCol => g.clone(),
             Shape::HalfTile => rows_of(g, n / 2, &rows),
             Shape::DoubleTile => rows_of(g, 2 * n, &rows),
             _ => rows_of(g, n, &rows),

@@ -86,3 +86,14 @@ pub fn norm_weight_grad(acc: Acc, h: Tile<bf16>, r: PerRow<f32>, gamma: PerCol<b
     let s = row_sum(acc * xg);
     (xg, dgamma, s)
 }
+
+#[coda::epilogue(tile = (128, 128))]
+/// Rank-1 stores of both orientations beside a tile: a row-uniform value per
+/// row and a column-uniform value per column.
+pub fn rank_one_stores(acc: Acc, r: PerRow<f32>, eps: Scalar, gamma: PerCol<bf16>)
+    -> (Tile<bf16>, PerRow<bf16>, PerCol<f32>) {
+    let y = acc * r * gamma;
+    let r2 = rsqrt(r * r + eps);
+    let g2 = gamma * gamma + 1.0;
+    (y, r2, g2)
+}

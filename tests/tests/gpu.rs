@@ -5,12 +5,13 @@
 use coda_runtime::{Error, Stream, Tensor, bf16};
 use coda_tests::{block, harness};
 use coda_tests::programs::{
-    dswiglu, gated_mix, linear_cross_entropy, norm_weight_grad, rowscale_rope, rowscale_swiglu, two_partials,
+    dswiglu, gated_mix, linear_cross_entropy, norm_weight_grad, rank_one_stores, rowscale_rope, rowscale_swiglu,
+    two_partials,
 };
 use llama_norm::{residual_rms_partial, rowscale, verify};
 
 /// Programs verified through the generic harness.
-const VARIANTS: usize = 9;
+const VARIANTS: usize = 10;
 
 struct Outcome {
     name: String,
@@ -72,6 +73,7 @@ fn main() {
         ("dswiglu", &dswiglu::KERNEL, dswiglu::program()),
         ("linear_cross_entropy", &linear_cross_entropy::KERNEL, linear_cross_entropy::program()),
         ("norm_weight_grad", &norm_weight_grad::KERNEL, norm_weight_grad::program()),
+        ("rank_one_stores", &rank_one_stores::KERNEL, rank_one_stores::program()),
     ];
     for (name, kernel, program) in &variants {
         for &(m, n, k) in shapes {

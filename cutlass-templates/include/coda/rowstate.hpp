@@ -227,4 +227,65 @@ struct GatherPerRow : PlainNode<GatherArgs<TargetElement>> {
   }
 };
 
+template <class Element>
+struct RankOneArgs {
+  Element* ptr = nullptr;
+};
+
+// Stores a value that is uniform along one dimension as a vector: Dim 0, a
+// row-uniform value as out[m] (written by the threads holding column 0);
+// Dim 1, a column-uniform value as out[n] (written by those holding row 0).
+template <class Element, int Dim>
+struct RankOneStore : PlainNode<RankOneArgs<Element>> {
+  using Base = PlainNode<RankOneArgs<Element>>;
+  using typename Base::Arguments;
+  using typename Base::Params;
+  using typename Base::SharedStorage;
+  static_assert(Dim == 0 || Dim == 1, "Dim 0 stores per row, Dim 1 per column");
+
+  template <class ProblemShape>
+  static bool can_implement(ProblemShape const&, Arguments const& args) {
+    return args.ptr != nullptr;
+  }
+
+  CUTLASS_HOST_DEVICE RankOneStore() {}
+  CUTLASS_HOST_DEVICE RankOneStore(Params const& params, SharedStorage const&) : params(&params) {}
+  Params const* params;
+
+  template <class ThrCoords, class Residue>
+  struct Callbacks : EmptyConsumerStoreCallbacks {
+    ThrCoords tCcD;
+    Residue residue;
+    int64_t row0, col0;  // the thread's first element, global
+    Element* out;
+
+    CUTLASS_DEVICE Callbacks(ThrCoords c, Residue r, int64_t r0, int64_t c0, Element* o)
+        : tCcD(c), residue(r), row0(r0), col0(c0), out(o) {}
+
+    template <class ElementAcc, class ElementIn, int FragmentSize>
+    CUTLASS_DEVICE cutlass::Array<ElementIn, FragmentSize> visit(cutlass::Array<ElementAcc, FragmentSize> const&,
+                                                                 int epi_v, int epi_m, int epi_n,
+                                                                 cutlass::Array<ElementIn, FragmentSize> const& x) {
+      auto coords = tCcD(_, _, _, epi_m, epi_n);
+      cutlass::NumericConverter<Element, ElementIn> cvt;
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < FragmentSize; ++i) {
+        auto rc = coords(epi_v * FragmentSize + i);
+        int64_t m = row0 + int64_t(get<0>(rc)), n = col0 + int64_t(get<1>(rc));
+        if ((Dim == 0 ? n : m) == 0 && elem_less(rc, residue)) out[Dim == 0 ? m : n] = cvt(x[i]);
+      }
+      return x;
+    }
+  };
+
+  template <bool ReferenceSrc, class... Args>
+  CUTLASS_DEVICE auto get_consumer_store_callbacks(ConsumerStoreArgs<Args...> const& args) {
+    auto [M, N, K, L] = args.problem_shape_mnkl;
+    int64_t r0 = int64_t(M - get<0>(args.residue_tCcD));
+    int64_t c0 = int64_t(N - get<1>(args.residue_tCcD));
+    return Callbacks<decltype(args.tCcD), decltype(args.residue_tCcD)>(args.tCcD, args.residue_tCcD, r0, c0,
+                                                                        params->ptr);
+  }
+};
+
 }  // namespace coda::sm90
