@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use coda_dsl::ir::{BinaryOp, DType, NodeId, Op, Program, Schedule, Shape, UnaryOp};
+use coda_dsl::ir::{BLayout, BinaryOp, DType, NodeId, Op, Program, Schedule, Shape, UnaryOp};
 
 use crate::plan::{EvtKind, Plan, plan};
 
@@ -54,7 +54,11 @@ pub fn emit(program: &Program, package: &str) -> String {
         let _ = writeln!(s, "//   {line}");
     }
     let _ = writeln!(s, "//");
-    let _ = writeln!(s, "// GEMM: acc[M, N] = A[M, K] · B[N, K]ᵀ, bf16 operands, f32 accumulation.");
+    let (gemm, weight) = match cfg.b_layout {
+        BLayout::Nk => ("acc[M, N] = A[M, K] · B[N, K]ᵀ", "WeightNK"),
+        BLayout::Kn => ("acc[M, N] = A[M, K] · B[K, N]", "WeightKN"),
+    };
+    let _ = writeln!(s, "// GEMM: {gemm}, bf16 operands, f32 accumulation.");
     let sched = match cfg.schedule {
         Schedule::Cooperative => "Cooperative",
         Schedule::Pingpong => "Pingpong",
@@ -152,7 +156,7 @@ pub fn emit(program: &Program, package: &str) -> String {
     let list = plan.nodes.iter().map(|n| format!("Node_{}", n.name)).collect::<Vec<_>>();
     let close = if plan.element_d.is_some() { ">" } else { ">>" };
     let _ = writeln!(s, "    {}{close};\n", list.join(",\n    "));
-    let _ = writeln!(s, "using Kernel = Gemm<TileShape, ClusterShape, Schedule, ElementC, ElementD, Epilogue>;\n");
+    let _ = writeln!(s, "using Kernel = Gemm<TileShape, ClusterShape, Schedule, ElementC, ElementD, Epilogue, {weight}>;\n");
 
     // Arguments, in DAG order.
     let _ = writeln!(s, "// Node arguments, in DAG order, from the launch's tensors and scalars.");

@@ -22,7 +22,12 @@ fn build(files: &[&str], package: &str, out: &Path) -> coda_codegen::Report {
 #[test]
 fn every_generated_kernel_compiles_and_rebuilds_from_cache() {
     let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("nvcc-test");
-    for (file, package) in [("../examples/llama-norm/src/programs.rs", "llama-norm"), ("../tests/src/programs.rs", "coda-tests")] {
+    let files = [
+        ("../examples/llama-norm/src/programs.rs", "llama-norm"),
+        ("../tests/src/programs.rs", "coda-tests"),
+        ("../coda-runtime/src/llama/programs.rs", "coda-runtime"),
+    ];
+    for (file, package) in files {
         let out = tmp.join(package);
         let first = build(&[file], package, &out);
         assert!(!first.kernels.is_empty());

@@ -22,3 +22,10 @@ fn test_variant_programs() {
         insta::assert_snapshot!(p.name.clone(), coda_codegen::emit(&p, "coda-tests"));
     }
 }
+
+#[test]
+fn llama_programs() {
+    for p in programs("../coda-runtime/src/llama/programs.rs") {
+        insta::assert_snapshot!(format!("llama__{}", p.name), coda_codegen::emit(&p, "coda-runtime"));
+    }
+}

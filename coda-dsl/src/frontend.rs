@@ -12,7 +12,7 @@ use syn::{
 };
 
 use crate::ir::{
-    BinaryOp, Config, DType, Input, InputKind, Node, NodeId, Op, Output, OutputKind, Program, Schedule,
+    BLayout, BinaryOp, Config, DType, Input, InputKind, Node, NodeId, Op, Output, OutputKind, Program, Schedule,
     UnaryOp, Width,
 };
 
@@ -51,11 +51,7 @@ pub fn parse_config(args: TokenStream) -> syn::Result<Config> {
                 (config.cluster_m, config.cluster_n) = (m, n);
             }
             "schedule" => {
-                let name = match &item.value {
-                    Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()),
-                    _ => None,
-                };
-                config.schedule = match name.as_deref() {
+                config.schedule = match ident_value(&item.value).as_deref() {
                     Some("cooperative") => Schedule::Cooperative,
                     Some("pingpong") => Schedule::Pingpong,
                     _ => {
@@ -66,10 +62,22 @@ pub fn parse_config(args: TokenStream) -> syn::Result<Config> {
                     }
                 };
             }
+            "b_layout" => {
+                config.b_layout = match ident_value(&item.value).as_deref() {
+                    Some("nk") => BLayout::Nk,
+                    Some("kn") => BLayout::Kn,
+                    _ => {
+                        return Err(syn::Error::new(
+                            item.value.span(),
+                            "b_layout must be `nk` (B is [N, K], a Linear weight: A·Bᵀ) or `kn` (B is [K, N]: A·B)",
+                        ));
+                    }
+                };
+            }
             _ => {
                 return Err(syn::Error::new(
                     item.path.span(),
-                    "unknown epilogue option; expected `tile`, `cluster` or `schedule`",
+                    "unknown epilogue option; expected `tile`, `cluster`, `schedule` or `b_layout`",
                 ));
             }
         }
@@ -78,6 +86,14 @@ pub fn parse_config(args: TokenStream) -> syn::Result<Config> {
         return Err(syn::Error::new(Span::call_site(), "the pingpong schedule needs tile_m = 128"));
     }
     Ok(config)
+}
+
+/// The plain name an option is set to (`schedule = pingpong`).
+fn ident_value(e: &Expr) -> Option<String> {
+    match e {
+        Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()),
+        _ => None,
+    }
 }
 
 fn pair(e: &Expr) -> syn::Result<(usize, usize)> {

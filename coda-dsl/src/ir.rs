@@ -246,7 +246,17 @@ pub enum Schedule {
     Pingpong,
 }
 
-/// How one program is compiled: CTA tile and cluster shape, schedule.
+/// How the GEMM's B operand is laid out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum BLayout {
+    /// `[N, K]` row-major, a PyTorch `Linear` weight: the GEMM is `A · Bᵀ`.
+    #[default]
+    Nk,
+    /// `[K, N]` row-major: the GEMM is `A · B` (e.g. `dy · W` in a backward).
+    Kn,
+}
+
+/// How one program is compiled: CTA tile and cluster shape, schedule, B layout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Config {
     pub tile_m: usize,
@@ -254,11 +264,20 @@ pub struct Config {
     pub cluster_m: usize,
     pub cluster_n: usize,
     pub schedule: Schedule,
+    #[serde(default)]
+    pub b_layout: BLayout,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { tile_m: 128, tile_n: 256, cluster_m: 1, cluster_n: 1, schedule: Schedule::Cooperative }
+        Config {
+            tile_m: 128,
+            tile_n: 256,
+            cluster_m: 1,
+            cluster_n: 1,
+            schedule: Schedule::Cooperative,
+            b_layout: BLayout::Nk,
+        }
     }
 }
 

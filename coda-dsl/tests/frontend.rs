@@ -42,6 +42,10 @@ fn o_proj_program_lowers_to_a_typed_dag() {
 fn config_attribute_is_parsed_and_checked() {
     let c = parse_config(quote!(tile = (128, 128), cluster = (2, 1), schedule = pingpong)).unwrap();
     assert_eq!((c.tile_m, c.tile_n, c.cluster_m, c.cluster_n, c.schedule), (128, 128, 2, 1, Schedule::Pingpong));
+    let kn = parse_config(quote!(b_layout = kn)).unwrap();
+    assert_eq!(kn.b_layout, coda_dsl::ir::BLayout::Kn);
+    let bad = parse_config(quote!(b_layout = nn)).unwrap_err().to_string();
+    assert!(bad.contains("b_layout must be `nk`"), "{bad}");
     let bad = parse_config(quote!(tile = (64, 64))).unwrap_err().to_string();
     assert!(bad.contains("tile (64, 64) is not supported"), "{bad}");
     let bad = parse_config(quote!(tiles = (128, 128))).unwrap_err().to_string();

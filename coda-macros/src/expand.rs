@@ -1,6 +1,6 @@
 //! Program → the Rust module a user calls.
 
-use coda_dsl::ir::{DType, InputKind, Program, Shape};
+use coda_dsl::ir::{BLayout, DType, InputKind, Program, Shape};
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote};
 
@@ -79,6 +79,16 @@ pub fn module(p: &Program, vis: &syn::Visibility) -> TokenStream {
     let scalar_names: Vec<_> = scalars.iter().map(|s| s.to_string()).collect();
     let field_names: Vec<_> = params.iter().map(|t| format_ident!("{}", t.name)).collect();
     let lt = syn::Lifetime::new("'a", Span::call_site());
+    let (b_doc, b_layout) = match p.config.b_layout {
+        BLayout::Nk => (
+            "GEMM operand B: a `Linear` weight `[N, K]` row-major bf16 (the GEMM computes `A · Bᵀ`).",
+            quote!(::coda_runtime::dsl::ir::BLayout::Nk),
+        ),
+        BLayout::Kn => (
+            "GEMM operand B: `[K, N]` row-major bf16 (the GEMM computes `A · B`).",
+            quote!(::coda_runtime::dsl::ir::BLayout::Kn),
+        ),
+    };
 
     quote! {
         #[doc = #doc]
@@ -88,7 +98,7 @@ pub fn module(p: &Program, vis: &syn::Visibility) -> TokenStream {
             pub struct Args<#lt> {
                 /// GEMM operand A: `[M, K]` row-major bf16.
                 pub a: &#lt ::coda_runtime::Tensor<::coda_runtime::bf16>,
-                /// GEMM operand B: a `Linear` weight `[N, K]` row-major bf16 (the GEMM computes `A · Bᵀ`).
+                #[doc = #b_doc]
                 pub b: &#lt ::coda_runtime::Tensor<::coda_runtime::bf16>,
                 #(#fields,)*
                 #(#[doc = "Runtime scalar."] pub #scalars: f32,)*
@@ -116,6 +126,7 @@ pub fn module(p: &Program, vis: &syn::Visibility) -> TokenStream {
                 name: #prefix,
                 tile_m: TILE_M,
                 tile_n: TILE_N,
+                b_layout: #b_layout,
                 params: &[#(#infos),*],
                 scalars: &[#(#scalar_names),*],
                 run: #run_sym,

@@ -1,6 +1,6 @@
 use std::ffi::c_void;
 
-use crate::dsl::ir::{DType, Shape};
+use crate::dsl::ir::{BLayout, DType, Shape};
 use crate::ffi::{GemmLaunch, RunFn, WorkspaceFn};
 use crate::tensor::AnyTensor;
 use crate::{Error, Stream, Tensor, TensorArg, bf16};
@@ -19,6 +19,8 @@ pub struct Kernel {
     pub name: &'static str,
     pub tile_m: usize,
     pub tile_n: usize,
+    /// `Nk`: `b` is `[N, K]` (the GEMM is `A · Bᵀ`); `Kn`: `b` is `[K, N]` (`A · B`).
+    pub b_layout: BLayout,
     pub params: &'static [ParamInfo],
     pub scalars: &'static [&'static str],
     pub run: RunFn,
@@ -71,7 +73,10 @@ pub fn check_args(
         }
     }
     let (m, k) = (a.dims[0], a.dims[1]);
-    let (n, kb) = (b.dims[0], b.dims[1]);
+    let (n, kb, rule) = match kernel.b_layout {
+        BLayout::Nk => (b.dims[0], b.dims[1], "[N, K]"),
+        BLayout::Kn => (b.dims[1], b.dims[0], "[K, N]"),
+    };
     if m == 0 || k == 0 {
         return Err(Error::arg("a", format!("shape {} is empty; M and K must be ≥ 1", dims_str(a.dims))));
     }
@@ -79,7 +84,7 @@ pub fn check_args(
         return Err(Error::arg("b", format!("shape {} is empty; N must be ≥ 1", dims_str(b.dims))));
     }
     if kb != k {
-        return Err(Error::arg("b", format!("shape {} must be [N, K] with K = {k} (from a)", dims_str(b.dims))));
+        return Err(Error::arg("b", format!("shape {} must be {rule} with K = {k} (from a)", dims_str(b.dims))));
     }
     if k % 8 != 0 {
         return Err(Error::arg("a", format!("K = {k} must be a multiple of 8 (16-byte rows for TMA)")));

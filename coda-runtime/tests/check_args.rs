@@ -1,7 +1,7 @@
 //! Argument rules, checked without a GPU: every bad input names the argument
 //! and the rule, and nothing is launched (the launchers here would abort).
 
-use coda_runtime::dsl::ir::{DType, Shape};
+use coda_runtime::dsl::ir::{BLayout, DType, Shape};
 use coda_runtime::ffi::GemmLaunch;
 use coda_runtime::{ArgDesc, Error, Kernel, ParamInfo, Problem, check_args};
 
@@ -13,10 +13,12 @@ unsafe extern "C" fn never_size(_: *mut GemmLaunch, _: *mut usize) -> i32 {
 }
 
 /// The o_proj program's rules: z, gamma in; h, u, sq out.
-static KERNEL: Kernel = Kernel {
+static KERNEL: Kernel = KERNEL_FIELDS;
+const KERNEL_FIELDS: Kernel = Kernel {
     name: "coda_test_residual_rms_partial",
     tile_m: 128,
     tile_n: 256,
+    b_layout: BLayout::Nk,
     params: &[
         ParamInfo { name: "z", shape: Shape::Tile, dtype: DType::Bf16, output: false },
         ParamInfo { name: "gamma", shape: Shape::PerCol, dtype: DType::Bf16, output: false },
@@ -56,6 +58,10 @@ fn valid() -> Case {
 }
 
 fn run(c: &Case) -> Result<Problem, Error> {
+    run_with(&KERNEL, c)
+}
+
+fn run_with(kernel: &Kernel, c: &Case) -> Result<Problem, Error> {
     let descs: Vec<ArgDesc> = (0..7)
         .map(|i| ArgDesc {
             name: NAMES[i],
@@ -67,7 +73,7 @@ fn run(c: &Case) -> Result<Problem, Error> {
             on_stream: c.on_stream[i],
         })
         .collect();
-    check_args(&KERNEL, 0, &descs[0], &descs[1], &descs[2..], 0)
+    check_args(kernel, 0, &descs[0], &descs[1], &descs[2..], 0)
 }
 
 fn refused(c: &Case, name: &str, rule: &str) {
@@ -164,4 +170,19 @@ fn outputs_must_not_alias() {
     let mut c = valid();
     c.addrs[5] = c.addrs[4] + 64; // u overlaps h
     refused(&c, "h", "output overlaps `u`");
+}
+
+/// With `b_layout = kn` the same problem takes `b` as `[K, N]`.
+#[test]
+fn a_kn_weight_is_read_as_k_by_n() {
+    static KN: Kernel = Kernel { b_layout: BLayout::Kn, ..KERNEL_FIELDS };
+    let mut c = valid();
+    c.dims[1] = vec![264, 520];
+    let run_kn = |c: &Case| run_with(&KN, c);
+    assert_eq!(run_kn(&c).unwrap(), Problem { m: 1000, n: 520, k: 264 });
+    c.dims[1] = vec![520, 264];
+    match run_kn(&c) {
+        Err(Error::Arg { name, rule }) => assert!(name == "b" && rule.contains("must be [K, N] with K = 264"), "{rule}"),
+        other => panic!("{other:?}"),
+    }
 }

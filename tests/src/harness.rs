@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use coda_runtime::dsl::interp::{self, Inputs, Precision};
-use coda_runtime::dsl::ir::{DType, InputKind, Program, Shape};
+use coda_runtime::dsl::ir::{BLayout, DType, InputKind, Program, Shape};
 use coda_runtime::{Error, Kernel, Stream, Tensor, TensorArg, bf16};
 use llama_norm::host::{Check, Rng, linear_rows, sample_rows, to_f64};
 
@@ -101,8 +101,16 @@ impl Setup {
     pub fn new(stream: &Stream, program: &Program, m: usize, n: usize, k: usize, rng: &mut Rng) -> Result<Setup, Error> {
         let s = (3.0 / k as f64).sqrt();
         let a_host = rng.bf16s(m * k, -1.0, 1.0);
+        // Kept as [N, K] for the reference; uploaded in the kernel's B layout.
         let b_host = rng.bf16s(n * k, -s, s);
-        let (a, b) = (Tensor::from_host(stream, &a_host, &[m, k])?, Tensor::from_host(stream, &b_host, &[n, k])?);
+        let a = Tensor::from_host(stream, &a_host, &[m, k])?;
+        let b = match program.config.b_layout {
+            BLayout::Nk => Tensor::from_host(stream, &b_host, &[n, k])?,
+            BLayout::Kn => {
+                let t: Vec<bf16> = (0..k * n).map(|i| b_host[(i % n) * k + i / n]).collect();
+                Tensor::from_host(stream, &t, &[k, n])?
+            }
+        };
         let mut host_inputs = HashMap::new();
         let mut tensors = vec![];
         for p in program.tensor_params() {

@@ -3,6 +3,7 @@
 //! the built test binary: `gpu [--quick]`.
 
 use coda_runtime::{Error, Stream, Tensor, bf16};
+use coda_runtime::llama::programs::rmsnorm_backward;
 use coda_tests::{block, harness};
 use coda_tests::programs::{
     dswiglu, gated_mix, linear_cross_entropy, norm_weight_grad, rank_one_stores, rowscale_rope, rowscale_swiglu,
@@ -11,7 +12,7 @@ use coda_tests::programs::{
 use llama_norm::{residual_rms_partial, rowscale, verify};
 
 /// Programs verified through the generic harness.
-const VARIANTS: usize = 10;
+const VARIANTS: usize = 11;
 
 struct Outcome {
     name: String,
@@ -74,6 +75,7 @@ fn main() {
         ("linear_cross_entropy", &linear_cross_entropy::KERNEL, linear_cross_entropy::program()),
         ("norm_weight_grad", &norm_weight_grad::KERNEL, norm_weight_grad::program()),
         ("rank_one_stores", &rank_one_stores::KERNEL, rank_one_stores::program()),
+        ("llama::rmsnorm_backward (B [K, N])", &rmsnorm_backward::KERNEL, rmsnorm_backward::program()),
     ];
     for (name, kernel, program) in &variants {
         for &(m, n, k) in shapes {

@@ -55,3 +55,17 @@ pub fn linear_cross_entropy(acc: Acc, r: PerRow<f32>, target: PerRow<i32>) -> (L
     let target_logit = gather(logits, target);
     (lse, target_logit)
 }
+
+#[coda::epilogue(b_layout = kn)]
+/// RMSNorm backward in the epilogue of `g = dy · W` (B is the weight `W`
+/// `[N_out, d]` read as `[K, N]`): with `x̂ = r ⊙ h`,
+/// `dx = dres + r ⊙ (g ⊙ γ − x̂ ⊙ s)` (added into the residual gradient),
+/// `dγ` partials `Σ_m g ⊙ x̂`, and `x̂ ⊙ γ` stored for the weight gradient.
+pub fn rmsnorm_backward(acc: Acc, h: Tile<bf16>, r: PerRow<f32>, s: PerRow<f32>, gamma: PerCol<bf16>, dres: Tile<bf16>)
+    -> (Tile<bf16>, ColPartial<f32>, Tile<bf16>) {
+    let xhat = h * r;
+    let dx = dres + r * (acc * gamma - xhat * s);
+    let dgamma = col_sum(acc * xhat);
+    let xg = xhat * gamma;
+    (dx, dgamma, xg)
+}

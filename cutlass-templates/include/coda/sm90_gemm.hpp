@@ -1,8 +1,9 @@
 // Assembles a CUTLASS 3.x SM90 TMA warp-specialized GEMM around a generated
 // epilogue visitor tree, and runs it on a caller-owned stream.
 //
-// Layouts: A row-major [M,K], B a PyTorch Linear weight [N,K] (column-major
-// [K,N] in CUTLASS terms, "TN"), C and D row-major [M,N], f32 accumulation.
+// Layouts: A row-major [M,K]; B a PyTorch Linear weight [N,K] (column-major
+// [K,N] in CUTLASS terms, "TN") or row-major [K,N] ("NN"); C and D row-major
+// [M,N]; f32 accumulation.
 #pragma once
 
 #include <cstdio>
@@ -139,8 +140,13 @@ struct VoidD : Visitor {
   using ElementAux = Aux;
 };
 
+// B as a PyTorch Linear weight [N, K] (A·Bᵀ), or as [K, N] row-major (A·B).
+using WeightNK = cutlass::layout::ColumnMajor;
+using WeightKN = cutlass::layout::RowMajor;
+
 // The kernel: mainloop stages fill what the epilogue leaves of shared memory.
-template <class TileShape, class ClusterShape, class Schedule, class ElementC, class ElementD, class Fusion>
+template <class TileShape, class ClusterShape, class Schedule, class ElementC, class ElementD, class Fusion,
+          class LayoutB = WeightNK>
 struct Gemm {
   using ElementA = bfloat16_t;
   using ElementB = bfloat16_t;
@@ -158,7 +164,7 @@ struct Gemm {
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
       ElementA, cutlass::layout::RowMajor, kAlignAB,
-      ElementB, cutlass::layout::ColumnMajor, kAlignAB, float, TileShape, ClusterShape,
+      ElementB, LayoutB, kAlignAB, float, TileShape, ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename CollectiveEpilogue::SharedStorage))>,
       typename Schedule::Kernel>::CollectiveOp;

@@ -9,6 +9,7 @@ use std::time::Duration;
 use coda_runtime::baseline::Cublas;
 use coda_runtime::dsl::Program;
 use coda_runtime::{Kernel, Stream, Tensor, bench, bf16};
+use coda_runtime::llama::programs::rmsnorm_backward;
 use coda_tests::block;
 use coda_tests::harness::Setup;
 use coda_tests::programs::*;
@@ -37,6 +38,7 @@ fn main() {
         ("linear_cross_entropy", &linear_cross_entropy::KERNEL, linear_cross_entropy::program(), (4096, 32768, 4096)),
         ("norm_weight_grad", &norm_weight_grad::KERNEL, norm_weight_grad::program(), (4096, 4096, 4096)),
         ("rank_one_stores", &rank_one_stores::KERNEL, rank_one_stores::program(), (4096, 4096, 4096)),
+        ("llama rmsnorm_backward", &rmsnorm_backward::KERNEL, rmsnorm_backward::program(), (4096, 4096, 4096)),
     ];
     let (samples, reps) = if quick { (10, 5) } else { (30, 10) };
     println!("{:<22} {:>18} {:>10} {:>12} {:>7}", "program", "M,N,K", "fused ms", "cuBLAS ms", "ratio");
