@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 /// Device-code flags of every kernel: release always (`-DNDEBUG`, or ptxas
-/// serializes wgmma), Hopper's sm_90a, never `-G`.
+/// serializes wgmma), Hopper's sm_90a, never device-debug code.
 pub const NVCC_FLAGS: [&str; 6] = [
     "-std=c++17",
     "-DNDEBUG",
@@ -96,7 +96,7 @@ impl Toolchain {
         ]
     }
 
-    /// A `cc::Build` for sm_90a `.cu` files: release flags always, never `-G`.
+    /// A `cc::Build` for sm_90a `.cu` files: release flags always, never device-debug code.
     ///
     /// cc reads the CUDA compiler from the `NVCC` environment variable only, so
     /// this sets it for the build script's process. Call it from the build

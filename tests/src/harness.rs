@@ -232,13 +232,13 @@ fn t_dims(t: &Dyn) -> Vec<usize> {
     }
 }
 
-/// The LM-head loss end to end: the `linear_cross_entropy` epilogue (lse
+/// The LM-head loss end to end: the runtime's `linear_cross_entropy` epilogue (lse
 /// partials and target logits, logits never written), then the aux kernels
 /// (`lse`, per-row loss, mean over non-ignored rows), against the f64
 /// interpreter on sampled rows; the mean against the f64 mean of our per-row
 /// losses over all rows (the reference for all rows would need the full M × V GEMM).
 pub fn cross_entropy_case(stream: &Stream, m: usize, v: usize, k: usize, seed: u64) -> Result<Report, Error> {
-    use crate::programs::linear_cross_entropy as ce;
+    use coda_runtime::llama::programs::linear_cross_entropy as ce;
     let mut rng = Rng::new(seed);
     let s = (3.0 / k as f64).sqrt() * 4.0; // logits of a few units: a peaked softmax
     let x = rng.bf16s(m * k, -1.0, 1.0);

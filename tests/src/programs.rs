@@ -27,16 +27,6 @@ pub fn two_partials(acc: Acc, res: Tile<bf16>, other: Tile<bf16>, eps: Scalar)
     (g, sum_g, sum_log)
 }
 
-#[coda::epilogue]
-/// gate_up epilogue: the deferred RMSNorm row scale, then SwiGLU over
-/// interleaved (gate, up) column pairs: `[M, N]` accumulator → `[M, N/2]`.
-pub fn rowscale_swiglu(acc: Acc, r: PerRow<f32>) -> HalfTile<bf16> {
-    let z = acc * r;
-    let (g, u) = unpair(z);
-    let y = silu(g) * u;
-    y
-}
-
 #[coda::epilogue(tile = (128, 128), schedule = pingpong)]
 /// qkv epilogue: row scale, then RoPE on adjacent pairs, with the angle
 /// `pos[m] · freq[n]` computed in the epilogue (freq equal within a pair).
@@ -63,16 +53,6 @@ pub fn dswiglu(acc: Acc, z1: DoubleTile<bf16>) -> (Tile<bf16>, DoubleTile<bf16>,
     let y1 = g * sg * u;
     let s1 = row_sum(dg * g + du * u);
     (y1, dz1, s1)
-}
-
-#[coda::epilogue]
-/// LM-head forward: deferred row scale, online log-sum-exp partials and the
-/// target logit; the logits themselves are never written.
-pub fn linear_cross_entropy(acc: Acc, r: PerRow<f32>, target: PerRow<i32>) -> (LsePartial<f32>, PerRow<f32>) {
-    let logits = acc * r;
-    let lse = row_lse(logits);
-    let target_logit = gather(logits, target);
-    (lse, target_logit)
 }
 
 #[coda::epilogue(tile = (256, 128), cluster = (1, 2))]

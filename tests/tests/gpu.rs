@@ -3,11 +3,10 @@
 //! the built test binary: `gpu [--quick]`.
 
 use coda_runtime::{Error, Stream, Tensor, bf16};
-use coda_runtime::llama::programs::rmsnorm_backward;
+use coda_runtime::llama::programs::{linear_cross_entropy, linear_rowscale_swiglu, rmsnorm_backward};
 use coda_tests::{block, harness};
 use coda_tests::programs::{
-    dswiglu, gated_mix, linear_cross_entropy, norm_weight_grad, rank_one_stores, rowscale_rope, rowscale_swiglu,
-    two_partials,
+    dswiglu, gated_mix, norm_weight_grad, rank_one_stores, rowscale_rope, two_partials,
 };
 use llama_norm::{residual_rms_partial, rowscale, verify};
 
@@ -69,10 +68,10 @@ fn main() {
         ("rowscale", &rowscale::KERNEL, rowscale::program()),
         ("gated_mix", &gated_mix::KERNEL, gated_mix::program()),
         ("two_partials", &two_partials::KERNEL, two_partials::program()),
-        ("rowscale_swiglu", &rowscale_swiglu::KERNEL, rowscale_swiglu::program()),
+        ("llama::linear_rowscale_swiglu", &linear_rowscale_swiglu::KERNEL, linear_rowscale_swiglu::program()),
         ("rowscale_rope", &rowscale_rope::KERNEL, rowscale_rope::program()),
         ("dswiglu", &dswiglu::KERNEL, dswiglu::program()),
-        ("linear_cross_entropy", &linear_cross_entropy::KERNEL, linear_cross_entropy::program()),
+        ("llama::linear_cross_entropy", &linear_cross_entropy::KERNEL, linear_cross_entropy::program()),
         ("norm_weight_grad", &norm_weight_grad::KERNEL, norm_weight_grad::program()),
         ("rank_one_stores", &rank_one_stores::KERNEL, rank_one_stores::program()),
         ("llama::rmsnorm_backward (B [K, N])", &rmsnorm_backward::KERNEL, rmsnorm_backward::program()),

@@ -9,7 +9,7 @@ use std::time::Duration;
 use coda_runtime::baseline::Cublas;
 use coda_runtime::dsl::Program;
 use coda_runtime::{Kernel, Stream, Tensor, bench, bf16};
-use coda_runtime::llama::programs::rmsnorm_backward;
+use coda_runtime::llama::programs::{linear_cross_entropy, linear_rowscale_swiglu, rmsnorm_backward};
 use coda_tests::block;
 use coda_tests::harness::Setup;
 use coda_tests::programs::*;
@@ -31,11 +31,11 @@ fn main() {
         ("rowscale", &rowscale::KERNEL, rowscale::program(), (4096, 4096, 4096)),
         ("gated_mix", &gated_mix::KERNEL, gated_mix::program(), (4096, 4096, 4096)),
         ("two_partials", &two_partials::KERNEL, two_partials::program(), (4096, 4096, 4096)),
-        ("rowscale_swiglu", &rowscale_swiglu::KERNEL, rowscale_swiglu::program(), (4096, 4096, 4096)),
+        ("llama::linear_rowscale_swiglu", &linear_rowscale_swiglu::KERNEL, linear_rowscale_swiglu::program(), (4096, 4096, 4096)),
         ("rowscale_rope", &rowscale_rope::KERNEL, rowscale_rope::program(), (4096, 4096, 4096)),
         ("dswiglu", &dswiglu::KERNEL, dswiglu::program(), (4096, 4096, 4096)),
-        ("linear_cross_entropy", &linear_cross_entropy::KERNEL, linear_cross_entropy::program(), (4096, 4096, 4096)),
-        ("linear_cross_entropy", &linear_cross_entropy::KERNEL, linear_cross_entropy::program(), (4096, 32768, 4096)),
+        ("llama::linear_cross_entropy", &linear_cross_entropy::KERNEL, linear_cross_entropy::program(), (4096, 4096, 4096)),
+        ("llama::linear_cross_entropy", &linear_cross_entropy::KERNEL, linear_cross_entropy::program(), (4096, 32768, 4096)),
         ("norm_weight_grad", &norm_weight_grad::KERNEL, norm_weight_grad::program(), (4096, 4096, 4096)),
         ("rank_one_stores", &rank_one_stores::KERNEL, rank_one_stores::program(), (4096, 4096, 4096)),
         ("llama rmsnorm_backward", &rmsnorm_backward::KERNEL, rmsnorm_backward::program(), (4096, 4096, 4096)),
