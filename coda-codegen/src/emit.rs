@@ -58,7 +58,12 @@ pub fn emit(program: &Program, package: &str) -> String {
         BLayout::Nk => ("acc[M, N] = A[M, K] · B[N, K]ᵀ", "WeightNK"),
         BLayout::Kn => ("acc[M, N] = A[M, K] · B[K, N]", "WeightKN"),
     };
-    let _ = writeln!(s, "// GEMM: {gemm}, bf16 operands, f32 accumulation.");
+    if program.is_map() {
+        let _ = writeln!(s, "// Map program: no accumulator. The runtime launches it with an empty GEMM");
+        let _ = writeln!(s, "// (K = 8, zero operands) so the epilogue below runs over every [M, N] tile.");
+    } else {
+        let _ = writeln!(s, "// GEMM: {gemm}, bf16 operands, f32 accumulation.");
+    }
     let sched = match cfg.schedule {
         Schedule::Cooperative => "Cooperative",
         Schedule::Pingpong => "Pingpong",
@@ -135,27 +140,43 @@ pub fn emit(program: &Program, package: &str) -> String {
             EvtKind::ColSumPartials => "ColSumPartials<TileShape>".to_string(),
             EvtKind::RowLsePartials => "RowLsePartials<TileShape, typename Desc::EpilogueTile>".to_string(),
             EvtKind::GatherPerRow { .. } => "GatherPerRow<int32_t>".to_string(),
+            EvtKind::OneHot => "OneHotPerRow<int32_t>".to_string(),
             EvtKind::RowStore(d) => format!("RankOneStore<{}, 0>", cpp_elem(*d)),
             EvtKind::ColStore(d) => format!("RankOneStore<{}, 1>", cpp_elem(*d)),
             EvtKind::StoreD(_) => "Sm90Compute<PassThrough, ElementD, float, kRound>".to_string(),
         };
         let _ = writeln!(s, "using Node_{} = {ty};  // {}", node.name, node.origin);
     }
-    if plan.element_d.is_some() {
-        let _ = writeln!(s, "\nusing Epilogue = Sm90TopologicalVisitor<float,\n    cute::tuple<");
+    if let [leaf, root] = &plan.nodes[..] {
+        // One node over one leaf: a tree visitor, which CUTLASS accepts where
+        // a two-node topological visitor's single-child tuple does not compile.
+        let tree = format!("Sm90EVT<Node_{}, Node_{}>", root.name, leaf.name);
+        match plan.element_d {
+            Some(_) => {
+                let _ = writeln!(s, "\nusing Epilogue = {tree};\n");
+            }
+            None => {
+                let _ = writeln!(s, "\n// No Tile output: D is void, the store above is the output.");
+                let _ = writeln!(s, "using Epilogue = VoidD<{epi}, {tree}>;\n");
+            }
+        }
     } else {
-        let _ = writeln!(s, "\n// No Tile output: D is void, the stores above are the outputs.");
-        let _ = writeln!(s, "using Epilogue = VoidD<{epi}, Sm90TopologicalVisitor<float,\n    cute::tuple<");
+        if plan.element_d.is_some() {
+            let _ = writeln!(s, "\nusing Epilogue = Sm90TopologicalVisitor<float,\n    cute::tuple<");
+        } else {
+            let _ = writeln!(s, "\n// No Tile output: D is void, the stores above are the outputs.");
+            let _ = writeln!(s, "using Epilogue = VoidD<{epi}, Sm90TopologicalVisitor<float,\n    cute::tuple<");
+        }
+        for (i, node) in plan.nodes.iter().enumerate() {
+            let kids = node.children.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", ");
+            let comma = if i + 1 < plan.nodes.len() { "," } else { "" };
+            let _ = writeln!(s, "        cute::seq<{kids}>{comma}  // {i}: {}", node.name);
+        }
+        let _ = writeln!(s, "    >,");
+        let list = plan.nodes.iter().map(|n| format!("Node_{}", n.name)).collect::<Vec<_>>();
+        let close = if plan.element_d.is_some() { ">" } else { ">>" };
+        let _ = writeln!(s, "    {}{close};\n", list.join(",\n    "));
     }
-    for (i, node) in plan.nodes.iter().enumerate() {
-        let kids = node.children.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", ");
-        let comma = if i + 1 < plan.nodes.len() { "," } else { "" };
-        let _ = writeln!(s, "        cute::seq<{kids}>{comma}  // {i}: {}", node.name);
-    }
-    let _ = writeln!(s, "    >,");
-    let list = plan.nodes.iter().map(|n| format!("Node_{}", n.name)).collect::<Vec<_>>();
-    let close = if plan.element_d.is_some() { ">" } else { ">>" };
-    let _ = writeln!(s, "    {}{close};\n", list.join(",\n    "));
     let _ = writeln!(s, "using Kernel = Gemm<TileShape, ClusterShape, Schedule, ElementC, ElementD, Epilogue, {weight}>;\n");
 
     // Arguments, in DAG order.
@@ -187,6 +208,7 @@ pub fn emit(program: &Program, package: &str) -> String {
             EvtKind::TileStore(d) => format!("{{static_cast<{}*>({t}), tile_stride(M, N)}}", cpp_elem(*d)),
             EvtKind::RowSumPartials | EvtKind::ColSumPartials => format!("{{{t}}}"),
             EvtKind::RowLsePartials => format!("{{static_cast<float*>({t})}}"),
+            EvtKind::OneHot => format!("{{static_cast<int32_t const*>({t})}}"),
             EvtKind::GatherPerRow { target } => {
                 format!("{{static_cast<int32_t const*>(p.tensors[{target}]), static_cast<float*>({t})}}")
             }
@@ -242,7 +264,7 @@ fn emit_functor(s: &mut String, p: &Program, plan: &Plan, root: NodeId, name: &s
 
 fn expr(op: &Op, r: &dyn Fn(NodeId) -> String) -> String {
     match *op {
-        Op::Input(_) => unreachable!("inputs are load nodes"),
+        Op::Input(_) | Op::OneHot(_) => unreachable!("inputs and one-hots are load nodes"),
         Op::Const(x) => float_lit(x),
         Op::Unary(u, a) => {
             let a = r(a);

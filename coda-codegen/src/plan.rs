@@ -41,6 +41,8 @@ pub enum EvtKind {
     RowLsePartials,
     /// `x[m, target[m]]`: reads the target vector (this launch tensor), writes the output.
     GatherPerRow { target: usize },
+    /// 1 at column `target[m]`, else 0: reads the target vector.
+    OneHot,
     /// A row-uniform value, one per row `[M]`.
     RowStore(DType),
     /// A column-uniform value, one per column `[N]`.
@@ -167,6 +169,11 @@ pub fn plan(p: &Program) -> Plan {
                     Some(tensor_index(&p.inputs[i].name, false)),
                     format!("line {}: the {which} columns of {}: DoubleTile<{}>", node.line, p.inputs[i].name, d.rust_name()),
                 )
+            }
+            Op::OneHot(target) => {
+                let Op::Input(i) = p.nodes[target].op else { unreachable!("targets are inputs") };
+                let name = &p.inputs[i].name;
+                (EvtKind::OneHot, Some(tensor_index(name, false)), format!("line {}: onehot({name})", node.line))
             }
             Op::Const(_) if !materialize[id] => continue,
             // Reductions, gathers and double-width pairs are store nodes, below.

@@ -179,7 +179,7 @@ impl Lowering {
             }
             Value::Index(_) => Err(syn::Error::new(
                 e.span(),
-                "an i32 index vector is not an element-wise value; use it as `gather(x, target)`",
+                "an i32 index vector is not an element-wise value; use it as `gather(x, target)` or `onehot(target)`",
             )),
         }
     }
@@ -320,6 +320,13 @@ impl Lowering {
                 };
                 Ok(Value::Out(self.push(Op::Gather(x, t), Width::Full, span), OutputKind::PerRow(DType::F32)))
             }
+            "onehot" => {
+                arity(1)?;
+                let Value::Index(t) = self.expr(args[0])? else {
+                    return Err(syn::Error::new(args[0].span(), "`onehot`'s target must be a `PerRow<i32>` input"));
+                };
+                Ok(Value::Elem(self.push(Op::OneHot(t), Width::Full, span)))
+            }
             "pair" => {
                 arity(2)?;
                 let a = self.elem(args[0])?;
@@ -336,7 +343,7 @@ impl Lowering {
             _ => Err(syn::Error::new(
                 c.func.span(),
                 format!(
-                    "unknown function `{fname}`; the DSL has {}, max, min, select, pair, unpair, row_sum, col_sum, row_lse, gather",
+                    "unknown function `{fname}`; the DSL has {}, max, min, select, pair, unpair, row_sum, col_sum, row_lse, gather, onehot",
                     UnaryOp::ALL[1..].iter().map(|u| u.name()).collect::<Vec<_>>().join(", ")
                 ),
             )),
@@ -591,8 +598,13 @@ pub fn lower_fn(item: &ItemFn, config: Config) -> syn::Result<Program> {
         lw.scope.insert(name.clone(), value);
         input_spans.push((name, pi.ident.span()));
     }
-    if !lw.inputs.iter().any(|p| p.kind == InputKind::Acc) {
-        return Err(syn::Error::new(sig.inputs.span(), "an epilogue needs an `acc: Acc` input (the GEMM accumulator)"));
+    // Without an accumulator (a map program) the first Tile input gives the shape.
+    let is_map = !lw.inputs.iter().any(|p| p.kind == InputKind::Acc);
+    if is_map && !lw.inputs.iter().any(|p| matches!(p.kind, InputKind::Tile(_))) {
+        return Err(syn::Error::new(
+            sig.inputs.span(),
+            "an epilogue needs an `acc: Acc` input (the GEMM accumulator), or, for a map program, a `Tile<T>` input that gives its shape",
+        ));
     }
 
     let out_types: Vec<&Type> = match &sig.output {

@@ -163,13 +163,15 @@ pub enum Op {
     RowLse(NodeId),
     /// `x[m, target[m]]` (the `PerRow<i32>` input `target`), where `0 ≤ target[m] < N`.
     Gather(NodeId, NodeId),
+    /// 1 where the column is `target[m]` (the `PerRow<i32>` input), else 0.
+    OneHot(NodeId),
 }
 
 impl Op {
     pub fn operands(&self) -> Vec<NodeId> {
         match *self {
             Op::Input(_) | Op::Const(_) => vec![],
-            Op::Unary(_, a) | Op::RowSum(a) | Op::Unpair(a, _) | Op::ColSum(a) | Op::RowLse(a) => vec![a],
+            Op::Unary(_, a) | Op::RowSum(a) | Op::Unpair(a, _) | Op::ColSum(a) | Op::RowLse(a) | Op::OneHot(a) => vec![a],
             Op::Binary(_, a, b) | Op::Pair(a, b) | Op::Gather(a, b) => vec![a, b],
             Op::Select(c, a, b) => vec![c, a, b],
         }
@@ -364,6 +366,7 @@ impl Program {
                     InputKind::Scalar => Width::Uniform,
                 },
                 Op::Const(_) => Width::Uniform,
+                Op::OneHot(_) => Width::Full,
                 Op::Unary(_, a) | Op::RowSum(a) | Op::ColSum(a) | Op::RowLse(a) | Op::Gather(a, _) => w[a],
                 Op::Binary(_, a, b) => w[a].join(w[b]).unwrap_or(Width::Full),
                 Op::Select(c, a, b) => w[c].join(w[a]).and_then(|x| x.join(w[b])).unwrap_or(Width::Full),
@@ -373,6 +376,12 @@ impl Program {
             w.push(width);
         }
         w
+    }
+
+    /// A map program has no `Acc` input: its epilogue runs over a `Tile`
+    /// input's shape with an empty GEMM (see `coda_runtime::Kernel`).
+    pub fn is_map(&self) -> bool {
+        !self.inputs.iter().any(|p| p.kind == InputKind::Acc)
     }
 
     /// Names of the runtime scalars, in ABI order.

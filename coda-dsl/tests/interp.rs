@@ -206,6 +206,38 @@ fn gather_picks_the_target_column_and_skips_ignored_rows() {
 }
 
 #[test]
+fn onehot_marks_the_target_column_and_nothing_for_ignored_rows() {
+    let p = program(
+        quote! { fn o(acc: Acc, target: PerRow<i32>) -> Tile<f32> { let y = acc - onehot(target); y } },
+        Config::default(),
+    );
+    let (rows, n) = (3, 16);
+    let acc = values(rows * n, 13);
+    let out = eval(&p, rows, n, acc.clone(), &[("target", vec![5.0, -100.0, 16.0])]);
+    for r in 0..rows {
+        for c in 0..n {
+            let hot = r == 0 && c == 5;
+            assert_eq!(out["y"][r * n + c], acc[r * n + c] - if hot { 1.0 } else { 0.0 }, "row {r} col {c}");
+        }
+    }
+}
+
+#[test]
+fn map_programs_need_no_accumulator() {
+    let p = program(
+        quote! { fn m(x: Tile<bf16>, w: PerRow<f32>) -> (Tile<bf16>, RowPartial<f32>) { let y = x * w; let s = row_sum(x * y); (y, s) } },
+        Config::default(),
+    );
+    assert!(p.is_map());
+    let (rows, n) = (2, 8);
+    let x = values(rows * n, 14);
+    let out = eval(&p, rows, n, vec![], &[("x", x.clone()), ("w", vec![2.0, -1.0])]);
+    assert_eq!(out["y"][n + 3], -x[n + 3]);
+    let want: f64 = (0..n).map(|c| 2.0 * x[c] * x[c]).sum();
+    assert!((out["s"][0] - want).abs() < 1e-12);
+}
+
+#[test]
 fn col_partials_sum_each_m_tile_including_the_ragged_one() {
     let p = program(quote! { fn c(acc: Acc) -> ColPartial<f32> { let d = col_sum(acc); d } }, Config::default());
     let (rows, n) = (300, 8); // M-tiles of 128: 128 + 128 + 44 rows

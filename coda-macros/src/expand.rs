@@ -53,10 +53,10 @@ pub fn module(p: &Program, vis: &syn::Visibility) -> TokenStream {
         let role = if t.output { "Output" } else { "Input" };
         let d = format!("{role} `{}`: {}.", t.name, shape_doc(t.shape));
         if t.output {
-            fields.push(quote!(#[doc = #d] pub #f: &'a mut ::coda_runtime::Tensor<#ty>));
+            fields.push(quote!(#[doc = #d] pub #f: &'a mut dyn ::coda_runtime::TensorMut<#ty>));
             refs.push(quote!(::coda_runtime::TensorArg::output(&mut *#f)));
         } else {
-            fields.push(quote!(#[doc = #d] pub #f: &'a ::coda_runtime::Tensor<#ty>));
+            fields.push(quote!(#[doc = #d] pub #f: &'a dyn ::coda_runtime::TensorRef<#ty>));
             refs.push(quote!(::coda_runtime::TensorArg::input(#f)));
         }
         let pname = &t.name;
@@ -90,16 +90,29 @@ pub fn module(p: &Program, vis: &syn::Visibility) -> TokenStream {
         ),
     };
 
+    // A map program has no GEMM operands: the runtime runs it on an empty GEMM.
+    let (operands, operand_names, launch) = if p.is_map() {
+        (quote!(), quote!(), quote!(KERNEL.launch_map(stream, &[#(#refs),*], &[#(#scalars),*])))
+    } else {
+        (
+            quote! {
+                /// GEMM operand A: `[M, K]` row-major bf16.
+                pub a: &#lt dyn ::coda_runtime::TensorRef<::coda_runtime::bf16>,
+                #[doc = #b_doc]
+                pub b: &#lt dyn ::coda_runtime::TensorRef<::coda_runtime::bf16>,
+            },
+            quote!(a, b,),
+            quote!(KERNEL.launch(stream, a, b, &[#(#refs),*], &[#(#scalars),*])),
+        )
+    };
+
     quote! {
         #[doc = #doc]
         #[allow(non_snake_case)]
         #vis mod #name {
             /// The arguments of one launch, by name.
             pub struct Args<#lt> {
-                /// GEMM operand A: `[M, K]` row-major bf16.
-                pub a: &#lt ::coda_runtime::Tensor<::coda_runtime::bf16>,
-                #[doc = #b_doc]
-                pub b: &#lt ::coda_runtime::Tensor<::coda_runtime::bf16>,
+                #operands
                 #(#fields,)*
                 #(#[doc = "Runtime scalar."] pub #scalars: f32,)*
             }
@@ -135,8 +148,8 @@ pub fn module(p: &Program, vis: &syn::Visibility) -> TokenStream {
 
             /// Checks every argument (shape, dtype, alignment, device) and launches on `stream`.
             pub fn launch(stream: &::coda_runtime::Stream, args: Args<'_>) -> ::core::result::Result<(), ::coda_runtime::Error> {
-                let Args { a, b, #(#field_names,)* #(#scalars,)* } = args;
-                KERNEL.launch(stream, a, b, &[#(#refs),*], &[#(#scalars),*])
+                let Args { #operand_names #(#field_names,)* #(#scalars,)* } = args;
+                #launch
             }
         }
     }

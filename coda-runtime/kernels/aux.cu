@@ -95,6 +95,25 @@ __global__ void cross_entropy_finish(const float* __restrict__ lse, const float*
   if (threadIdx.x == 0) *mean = counts[0] > 0.0f ? sums[0] / counts[0] : NAN;
 }
 
+// The gradient of the mean loss with respect to each row's loss: 1 / (number
+// of rows with a target in [0, n)) for those rows, 0 for ignored rows.
+__global__ void cross_entropy_row_weights(const int32_t* __restrict__ target, int64_t m, int64_t n,
+                                          float* __restrict__ w) {
+  __shared__ float counts[1024];
+  float count = 0.0f;
+  for (int64_t row = threadIdx.x; row < m; row += blockDim.x) count += (target[row] >= 0 && target[row] < n) ? 1.0f : 0.0f;
+  counts[threadIdx.x] = count;
+  __syncthreads();
+  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride) counts[threadIdx.x] += counts[threadIdx.x + stride];
+    __syncthreads();
+  }
+  float inv = counts[0] > 0.0f ? 1.0f / counts[0] : 0.0f;
+  for (int64_t row = threadIdx.x; row < m; row += blockDim.x) {
+    w[row] = (target[row] >= 0 && target[row] < n) ? inv : 0.0f;
+  }
+}
+
 unsigned blocks_for(int64_t n, int threads) { return unsigned((n + threads - 1) / threads); }
 
 }  // namespace
@@ -125,5 +144,11 @@ extern "C" int coda_cross_entropy_finish(const float* lse, const float* target_l
                                          int64_t m, int64_t n, float* loss, float* mean, void* stream) {
   if (stream == nullptr) return int(cudaErrorInvalidResourceHandle);
   cross_entropy_finish<<<1, 1024, 0, static_cast<cudaStream_t>(stream)>>>(lse, target_logit, target, m, n, loss, mean);
+  return int(cudaGetLastError());
+}
+
+extern "C" int coda_cross_entropy_row_weights(const int32_t* target, int64_t m, int64_t n, float* w, void* stream) {
+  if (stream == nullptr) return int(cudaErrorInvalidResourceHandle);
+  cross_entropy_row_weights<<<1, 1024, 0, static_cast<cudaStream_t>(stream)>>>(target, m, n, w);
   return int(cudaGetLastError());
 }

@@ -37,7 +37,8 @@ fn ptr_mut<T: Element>(stream: &Stream, t: &mut Tensor<T>) -> *mut T {
     t.slice_mut().device_ptr_mut(stream.cuda()).0 as *mut T
 }
 
-fn launched(kernel: &'static str, code: i32) -> Result<(), Error> {
+fn launched(stream: &Stream, kernel: &'static str, code: i32) -> Result<(), Error> {
+    stream.count(crate::stream::LaunchKind::Aux);
     if code == 0 { Ok(()) } else { Err(Error::Kernel { kernel, code, message: "CUDA launch error".into() }) }
 }
 
@@ -68,7 +69,7 @@ pub fn rms_from_partials(stream: &Stream, partials: &Tensor<f32>, d: usize, eps:
     let code = unsafe {
         crate::ffi::coda_rms_finish(p, m as i64, m_pad as i64, n_tiles as i64, 1.0 / d as f32, eps, o, stream.raw())
     };
-    launched("coda_rms_finish", code)
+    launched(stream, "coda_rms_finish", code)
 }
 
 /// Plain row sums: `out[m] = scale · Σ_t partials[t, m]` (e.g. `s = (1/d) Σ dy ⊙ y`).
@@ -83,7 +84,7 @@ pub fn row_sums(stream: &Stream, partials: &Tensor<f32>, scale: f32, out: &mut T
     // SAFETY: shapes checked above.
     let code =
         unsafe { crate::ffi::coda_row_sum_finish(p, m as i64, m_pad as i64, n_tiles as i64, scale, o, stream.raw()) };
-    launched("coda_row_sum_finish", code)
+    launched(stream, "coda_row_sum_finish", code)
 }
 
 /// Column sums over M-tiles: `out[n] = Σ_t partials[t, n]`, from a `ColPartial`
@@ -100,7 +101,7 @@ pub fn col_sums(stream: &Stream, partials: &Tensor<f32>, out: &mut Tensor<f32>) 
     let (p, o) = (ptr(stream, partials), ptr_mut(stream, out));
     // SAFETY: shapes checked above.
     let code = unsafe { crate::ffi::coda_col_sum_finish(p, n as i64, n_pad as i64, m_tiles as i64, o, stream.raw()) };
-    launched("coda_col_sum_finish", code)
+    launched(stream, "coda_col_sum_finish", code)
 }
 
 /// Log-sum-exp per row from `LsePartial` output `[2, n_tiles, m_pad]`; `lse` is `[M]`.
@@ -120,7 +121,7 @@ pub fn lse_from_partials(stream: &Stream, partials: &Tensor<f32>, lse: &mut Tens
     let (p, o) = (ptr(stream, partials), ptr_mut(stream, lse));
     // SAFETY: shapes checked above.
     let code = unsafe { crate::ffi::coda_lse_finish(p, m as i64, m_pad as i64, n_tiles as i64, o, stream.raw()) };
-    launched("coda_lse_finish", code)
+    launched(stream, "coda_lse_finish", code)
 }
 
 /// Cross-entropy from `lse` and the gathered target logits: `loss[m] = lse[m] −
@@ -154,5 +155,23 @@ pub fn cross_entropy_loss(
     let (lo, me) = (ptr_mut(stream, loss), ptr_mut(stream, mean));
     // SAFETY: every buffer is [M] (mean [1]), checked above.
     let code = unsafe { crate::ffi::coda_cross_entropy_finish(l, tl, t, m as i64, n_classes as i64, lo, me, stream.raw()) };
-    launched("coda_cross_entropy_finish", code)
+    launched(stream, "coda_cross_entropy_finish", code)
+}
+
+/// The loss gradient of each row for the mean cross-entropy: `w[m] = 1 / n_valid`
+/// for rows whose target is in `[0, n_classes)`, 0 for ignored rows (`w` is `[M]`).
+pub fn cross_entropy_row_weights(stream: &Stream, targets: &Tensor<i32>, n_classes: usize, w: &mut Tensor<f32>) -> Result<(), Error> {
+    let m = targets.len();
+    if m == 0 {
+        return Err(Error::arg("targets", "must have at least one row"));
+    }
+    vector("targets", targets, m)?;
+    vector("w", w, m)?;
+    same_stream(stream, "targets", targets)?;
+    same_stream(stream, "w", w)?;
+    stream.cuda().context().bind_to_thread()?;
+    let (t, o) = (ptr(stream, targets), ptr_mut(stream, w));
+    // SAFETY: both buffers are [M], checked above.
+    let code = unsafe { crate::ffi::coda_cross_entropy_row_weights(t, m as i64, n_classes as i64, o, stream.raw()) };
+    launched(stream, "coda_cross_entropy_row_weights", code)
 }

@@ -68,4 +68,5 @@ unsafe extern "C" {
         mean: *mut f32,
         stream: *mut c_void,
     ) -> i32;
+    pub fn coda_cross_entropy_row_weights(target: *const i32, m: i64, n: i64, w: *mut f32, stream: *mut c_void) -> i32;
 }

@@ -19,7 +19,7 @@
 extern crate self as coda_runtime;
 
 pub mod aux;
-pub mod baseline;
+pub mod blas;
 pub mod bench;
 mod error;
 pub mod ffi;
@@ -34,5 +34,5 @@ pub use coda_macros::epilogue;
 pub use error::Error;
 pub use half::bf16;
 pub use kernel::{ArgDesc, Kernel, ParamInfo, Problem, check_args};
-pub use stream::Stream;
-pub use tensor::{Element, Tensor, TensorArg};
+pub use stream::{Launches, Stream};
+pub use tensor::{AnyTensor, Element, Rows, RowsMut, Tensor, TensorArg, TensorMut, TensorRef};

@@ -1,3 +1,4 @@
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, sys};
@@ -10,6 +11,34 @@ pub struct Stream {
     stream: Arc<CudaStream>,
     sm_count: i32,
     workspace: Mutex<Option<CudaSlice<u8>>>,
+    /// Zero bf16 operands of the empty GEMM that map programs run on.
+    zeros: Mutex<Option<CudaSlice<half::bf16>>>,
+    launches: [AtomicUsize; 3],
+}
+
+/// Kernels enqueued on a stream so far, by kind (see [`Stream::launches`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Launches {
+    /// Fused GEMM-epilogue programs (map programs included).
+    pub fused: usize,
+    /// Aux reductions.
+    pub aux: usize,
+    /// Plain cuBLAS GEMMs.
+    pub blas: usize,
+}
+
+impl std::ops::Sub for Launches {
+    type Output = Launches;
+    fn sub(self, o: Launches) -> Launches {
+        Launches { fused: self.fused - o.fused, aux: self.aux - o.aux, blas: self.blas - o.blas }
+    }
+}
+
+#[derive(Clone, Copy)]
+pub(crate) enum LaunchKind {
+    Fused = 0,
+    Aux = 1,
+    Blas = 2,
 }
 
 impl Stream {
@@ -27,7 +56,13 @@ impl Stream {
             )));
         }
         let sm_count = ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
-        Ok(Stream { stream: ctx.new_stream()?, sm_count, workspace: Mutex::new(None) })
+        Ok(Stream {
+            stream: ctx.new_stream()?,
+            sm_count,
+            workspace: Mutex::new(None),
+            zeros: Mutex::new(None),
+            launches: Default::default(),
+        })
     }
 
     /// The cudarc stream, for allocations and copies.
@@ -41,6 +76,16 @@ impl Stream {
 
     pub fn sm_count(&self) -> i32 {
         self.sm_count
+    }
+
+    /// How many kernels of each kind this stream has enqueued, to count an op's launches.
+    pub fn launches(&self) -> Launches {
+        let n = |k: LaunchKind| self.launches[k as usize].load(Ordering::Relaxed);
+        Launches { fused: n(LaunchKind::Fused), aux: n(LaunchKind::Aux), blas: n(LaunchKind::Blas) }
+    }
+
+    pub(crate) fn count(&self, kind: LaunchKind) {
+        self.launches[kind as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn synchronize(&self) -> Result<(), Error> {
@@ -64,5 +109,16 @@ impl Stream {
         let len = w.len();
         let (ptr, _sync) = cudarc::driver::DevicePtrMut::device_ptr_mut(w, &self.stream);
         Ok(f(ptr, len))
+    }
+
+    /// The address of at least `elems` zero bf16 values on this stream, kept
+    /// and grown as needed; never written, so every launch may read them.
+    pub(crate) fn zero_operand(&self, elems: usize) -> Result<u64, Error> {
+        let mut z = self.zeros.lock().unwrap_or_else(|p| p.into_inner());
+        if z.as_ref().is_none_or(|b| b.len() < elems) {
+            *z = Some(self.stream.alloc_zeros(elems.next_power_of_two())?);
+        }
+        let b = z.as_ref().expect("allocated above");
+        Ok(cudarc::driver::DevicePtr::device_ptr(b, &self.stream).0)
     }
 }

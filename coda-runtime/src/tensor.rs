@@ -1,3 +1,5 @@
+use std::ops::Range;
+
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, DeviceRepr, ValidAsZeroBits};
 
 use crate::dsl::ir::DType;
@@ -71,7 +73,55 @@ impl<T: Element> Tensor<T> {
     pub fn slice_mut(&mut self) -> &mut CudaSlice<T> {
         &mut self.data
     }
+
+    /// Rows `range` of the leading dimension, as an input argument.
+    pub fn rows(&self, range: Range<usize>) -> Result<Rows<'_, T>, Error> {
+        let (start, shape) = row_range(&self.shape, &range)?;
+        Ok(Rows { base: self, start, shape })
+    }
+
+    /// Rows `range` of the leading dimension, as an output argument.
+    pub fn rows_mut(&mut self, range: Range<usize>) -> Result<RowsMut<'_, T>, Error> {
+        let (start, shape) = row_range(&self.shape, &range)?;
+        Ok(RowsMut { base: self, start, shape })
+    }
 }
+
+/// The element offset and shape of rows `range` of a tensor of `shape`.
+fn row_range(shape: &[usize], range: &Range<usize>) -> Result<(usize, Vec<usize>), Error> {
+    if range.start >= range.end || range.end > shape[0] {
+        return Err(Error::arg("rows", format!("range {range:?} must be non-empty and within the {} rows", shape[0])));
+    }
+    let row: usize = shape[1..].iter().product();
+    let mut sub = shape.to_vec();
+    sub[0] = range.len();
+    Ok((range.start * row, sub))
+}
+
+/// A run of whole rows of a tensor, borrowed as a launch input.
+pub struct Rows<'a, T: Element> {
+    base: &'a Tensor<T>,
+    start: usize,
+    shape: Vec<usize>,
+}
+
+/// A run of whole rows of a tensor, borrowed as a launch output.
+pub struct RowsMut<'a, T: Element> {
+    base: &'a mut Tensor<T>,
+    start: usize,
+    shape: Vec<usize>,
+}
+
+/// A tensor (or rows of one) of element type `T`, readable by a launch.
+pub trait TensorRef<T: Element>: AnyTensor {}
+/// A tensor (or rows of one) of element type `T`, writable by a launch.
+pub trait TensorMut<T: Element>: AnyTensor {}
+
+impl<T: Element> TensorRef<T> for Tensor<T> {}
+impl<T: Element> TensorMut<T> for Tensor<T> {}
+impl<T: Element> TensorRef<T> for Rows<'_, T> {}
+impl<T: Element> TensorRef<T> for RowsMut<'_, T> {}
+impl<T: Element> TensorMut<T> for RowsMut<'_, T> {}
 
 /// A type-erased tensor argument of a launch.
 pub enum TensorArg<'a> {
@@ -80,10 +130,10 @@ pub enum TensorArg<'a> {
 }
 
 impl<'a> TensorArg<'a> {
-    pub fn input<T: Element>(t: &'a Tensor<T>) -> Self {
+    pub fn input<T: Element>(t: &'a dyn TensorRef<T>) -> Self {
         TensorArg::In(t)
     }
-    pub fn output<T: Element>(t: &'a mut Tensor<T>) -> Self {
+    pub fn output<T: Element>(t: &'a mut dyn TensorMut<T>) -> Self {
         TensorArg::Out(t)
     }
     pub(crate) fn tensor(&self) -> &dyn AnyTensor {
@@ -127,3 +177,30 @@ impl<T: Element> AnyTensor for Tensor<T> {
         self.data.device_ptr(stream.cuda()).0
     }
 }
+
+macro_rules! rows_any_tensor {
+    ($ty:ident) => {
+        impl<T: Element> AnyTensor for $ty<'_, T> {
+            fn dtype(&self) -> DType {
+                T::DTYPE
+            }
+            fn dims(&self) -> &[usize] {
+                &self.shape
+            }
+            fn bytes(&self) -> usize {
+                self.shape.iter().product::<usize>() * std::mem::size_of::<T>()
+            }
+            fn ordinal(&self) -> usize {
+                self.base.ordinal()
+            }
+            fn on_stream(&self, stream: &Stream) -> bool {
+                self.base.on_stream(stream)
+            }
+            fn address(&self, stream: &Stream) -> u64 {
+                self.base.address(stream) + (self.start * std::mem::size_of::<T>()) as u64
+            }
+        }
+    };
+}
+rows_any_tensor!(Rows);
+rows_any_tensor!(RowsMut);

@@ -1,14 +1,17 @@
 //! The Llama block on the CPU: weight layouts, and the reparameterised forward
-//! (the block's own epilogue programs, run by the interpreter, with the aux
-//! reductions) equal to the standard block in f64.
+//! and backward (the block's own epilogue programs, run by the interpreter,
+//! with the aux reductions and plain GEMMs) equal to the standard block in f64.
 
 use std::collections::HashMap;
 
 use coda_runtime::bf16;
 use coda_runtime::dsl::interp::{self, Inputs, Precision};
 use coda_runtime::llama::layout::{interleave_gate_up, qkv_from_checkpoint, rope_pairs_adjacent, rope_pairs_half, split_gate_up};
-use coda_runtime::llama::programs::{linear_residual_rms_partial, linear_rowscale_rope, linear_rowscale_swiglu_save};
-use coda_runtime::llama::reference::{Path, forward_rows};
+use coda_runtime::llama::programs::{
+    linear_cross_entropy, linear_cross_entropy_backward, linear_dswiglu, linear_residual_rms_partial, linear_rowscale_rope,
+    linear_rowscale_swiglu_save, matmul, rms_input, rmsnorm_backward, rmsnorm_backward_head, rope_backward,
+};
+use coda_runtime::llama::reference::{Path, backward_rows, forward_rows, head_rows};
 use coda_runtime::llama::{BlockConfig, HostWeights};
 
 fn values(n: usize, seed: u64, scale: f64) -> Vec<f64> {
@@ -80,10 +83,9 @@ fn adjacent_pair_rope_matches_rotate_half() {
     assert!((score(&rotated_adj) - score(&rotated_half)).abs() < 1e-10);
 }
 
-#[test]
-fn reparameterised_forward_equals_the_standard_block_in_f64() {
+fn small_block() -> (BlockConfig, HostWeights) {
     let c = BlockConfig { hidden: 64, ffn: 96, heads: 4, kv_heads: 2, head_dim: 16, eps: 1e-5, rope_theta: 10000.0 };
-    let (m, d, f, ka) = (6, c.hidden, c.ffn, c.attn_width());
+    let (d, f, ka) = (c.hidden, c.ffn, c.attn_width());
     let w = HostWeights {
         wo: bf(&values(d * ka, 3, 0.2)),
         gamma1: bf(&values(d, 4, 0.5).iter().map(|g| 1.0 + g).collect::<Vec<_>>()),
@@ -100,43 +102,214 @@ fn reparameterised_forward_equals_the_standard_block_in_f64() {
             d,
         )),
     };
+    (c, w)
+}
+
+fn up(v: &[bf16]) -> Vec<f64> {
+    v.iter().map(|x| x.to_f64()).collect()
+}
+
+/// Row-major `x[m, k] · w[n, k]ᵀ`.
+fn gemm_nt(x: &[f64], w: &[f64], k: usize) -> Vec<f64> {
+    x.chunks(k).flat_map(|r| w.chunks(k).map(move |wr| wr.iter().zip(r).map(|(a, b)| a * b).sum::<f64>()).collect::<Vec<_>>()).collect()
+}
+
+/// Row-major `x[m, k] · w[k, n]`.
+fn gemm_nn(x: &[f64], w: &[f64], k: usize) -> Vec<f64> {
+    let n = w.len() / k;
+    x.chunks(k)
+        .flat_map(|r| (0..n).map(move |j| r.iter().enumerate().map(|(i, a)| a * w[i * n + j]).sum::<f64>()).collect::<Vec<_>>())
+        .collect()
+}
+
+/// The weight gradient `dy[m, n]ᵀ · x[m, k]` → `[n, k]`.
+fn gemm_tn(dy: &[f64], x: &[f64], n: usize, k: usize) -> Vec<f64> {
+    let mut out = vec![0.0; n * k];
+    for (dr, xr) in dy.chunks(n).zip(x.chunks(k)) {
+        for (i, a) in dr.iter().enumerate() {
+            for (j, b) in xr.iter().enumerate() {
+                out[i * k + j] += a * b;
+            }
+        }
+    }
+    out
+}
+
+/// Finishes row partials `[rows, n_tiles]` to `scale · Σ`.
+fn row_sums(p: &[f64], n_tiles: usize, scale: f64) -> Vec<f64> {
+    p.chunks(n_tiles).map(|r| r.iter().sum::<f64>() * scale).collect()
+}
+
+/// Finishes column partials `[m_tiles, n]` to `Σ`.
+fn col_sums(p: &[f64], n: usize) -> Vec<f64> {
+    (0..n).map(|j| p.chunks(n).map(|r| r[j]).sum()).collect()
+}
+
+fn assert_close(name: &str, ours: &[f64], theirs: &[f64]) {
+    assert_eq!(ours.len(), theirs.len(), "{name}: lengths");
+    let scale = theirs.iter().fold(0f64, |a, v| a.max(v.abs()));
+    let err = ours.iter().zip(theirs).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+    assert!(err <= 1e-10 * scale, "{name}: {err:e} (scale {scale:e})");
+}
+
+type Run<'a> = dyn Fn(&coda_runtime::dsl::Program, usize, Vec<f64>, Vec<(&str, Vec<f64>)>) -> HashMap<String, Vec<f64>> + 'a;
+
+fn interpreter(m: usize) -> impl Fn(&coda_runtime::dsl::Program, usize, Vec<f64>, Vec<(&str, Vec<f64>)>) -> HashMap<String, Vec<f64>> {
+    move |p, n, acc, t| {
+        let tensors: HashMap<String, Vec<f64>> = t.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        interp::evaluate(p, m, n, &Inputs { acc, tensors, scalars: HashMap::new() }, Precision::F64).unwrap()
+    }
+}
+
+struct Fused {
+    o1: HashMap<String, Vec<f64>>,
+    r1: Vec<f64>,
+    o2: HashMap<String, Vec<f64>>,
+    o3: HashMap<String, Vec<f64>>,
+    r2: Vec<f64>,
+    o4: HashMap<String, Vec<f64>>,
+}
+
+/// The block forward as its epilogue programs, interpreted, GEMMs in f64.
+fn fused_forward(run: &Run, c: &BlockConfig, w: &HostWeights, attn: &[bf16], x0: &[bf16], pos: &[f64]) -> Fused {
+    let (d, f, ka) = (c.hidden, c.ffn, c.attn_width());
+    let p1 = linear_residual_rms_partial::program();
+    let o1 = run(&p1, d, gemm_nt(&up(attn), &up(&w.wo), ka), vec![("residual", up(x0)), ("gamma", up(&w.gamma1))]);
+    let r1 = interp::rms_from_partials(&o1["sq"], p1.n_tiles(d), d, c.eps as f64);
+    let o2 = run(&linear_rowscale_swiglu_save::program(), 2 * f, gemm_nt(&o1["u"], &up(&w.w_gate_up), d), vec![("r", r1.clone())]);
+    let o3 = run(&p1, d, gemm_nt(&o2["y"], &up(&w.w_down), f), vec![("residual", o1["h"].clone()), ("gamma", up(&w.gamma2))]);
+    let r2 = interp::rms_from_partials(&o3["sq"], p1.n_tiles(d), d, c.eps as f64);
+    let freq: Vec<f64> = c.rope_freq().iter().map(|&v| v as f64).collect();
+    let o4 = run(
+        &linear_rowscale_rope::program(),
+        c.qkv_width(),
+        gemm_nt(&o3["u"], &up(&w.w_qkv), d),
+        vec![("r", r2.clone()), ("pos", pos.to_vec()), ("freq", freq)],
+    );
+    Fused { o1, r1, o2, o3, r2, o4 }
+}
+
+#[test]
+fn reparameterised_forward_equals_the_standard_block_in_f64() {
+    let (c, w) = small_block();
+    let (m, d, ka) = (6, c.hidden, c.attn_width());
     let (attn, x0) = (bf(&values(m * ka, 12, 1.0)), bf(&values(m * d, 13, 1.0)));
     let pos: Vec<f32> = (0..m).map(|i| (i * 37) as f32).collect();
     let rows: Vec<usize> = (0..m).collect();
     let std = forward_rows(&c, &w, &attn, &x0, &pos, &rows, Path::F64);
-
-    // The same block as its epilogue programs, interpreted, GEMMs in f64.
-    let up = |v: &[bf16]| v.iter().map(|x| x.to_f64()).collect::<Vec<f64>>();
-    let gemm = |x: &[f64], w: &[f64], k: usize| -> Vec<f64> {
-        x.chunks(k).flat_map(|r| w.chunks(k).map(move |wr| wr.iter().zip(r).map(|(a, b)| a * b).sum::<f64>()).collect::<Vec<_>>()).collect()
-    };
-    let run = |p: &coda_runtime::dsl::Program, n: usize, acc: Vec<f64>, t: Vec<(&str, Vec<f64>)>| {
-        let tensors: HashMap<String, Vec<f64>> = t.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
-        interp::evaluate(p, m, n, &Inputs { acc, tensors, scalars: HashMap::new() }, Precision::F64).unwrap()
-    };
-    let p1 = linear_residual_rms_partial::program();
-    let o1 = run(&p1, d, gemm(&up(&attn), &up(&w.wo), ka), vec![("residual", up(&x0)), ("gamma", up(&w.gamma1))]);
-    let r1 = interp::rms_from_partials(&o1["sq"], p1.n_tiles(d), d, c.eps as f64);
-    let o2 = run(&linear_rowscale_swiglu_save::program(), 2 * f, gemm(&o1["u"], &up(&w.w_gate_up), d), vec![("r", r1)]);
-    let o3 = run(&p1, d, gemm(&o2["y"], &up(&w.w_down), f), vec![("residual", o1["h"].clone()), ("gamma", up(&w.gamma2))]);
-    let r2 = interp::rms_from_partials(&o3["sq"], p1.n_tiles(d), d, c.eps as f64);
-    let freq: Vec<f64> = c.rope_freq().iter().map(|&v| v as f64).collect();
     let pos64: Vec<f64> = pos.iter().map(|&v| v as f64).collect();
-    let o4 = run(
-        &linear_rowscale_rope::program(),
-        c.qkv_width(),
-        gemm(&o3["u"], &up(&w.w_qkv), d),
-        vec![("r", r2), ("pos", pos64), ("freq", freq)],
+    let o = fused_forward(&interpreter(m), &c, &w, &attn, &x0, &pos64);
+    for (name, ours, theirs) in [
+        ("x1", &o.o1["h"], &std.x1),
+        ("z1", &o.o2["z"], &std.z1),
+        ("y1", &o.o2["y"], &std.y1),
+        ("x2", &o.o3["h"], &std.x2),
+        ("qkv", &o.o4["y"], &std.qkv),
+    ] {
+        assert_close(name, ours, theirs);
+    }
+}
+
+/// Every gradient of the block (inputs, weights, norm weights) from the
+/// backward's epilogue programs equals the standard backward's.
+#[test]
+fn reparameterised_backward_equals_the_standard_block_in_f64() {
+    let (c, w) = small_block();
+    let (m, d, f, ka, q) = (7, c.hidden, c.ffn, c.attn_width(), c.qkv_width());
+    let (attn, x0) = (bf(&values(m * ka, 14, 1.0)), bf(&values(m * d, 15, 1.0)));
+    let (dx2, dqkv) = (bf(&values(m * d, 16, 0.5)), bf(&values(m * q, 17, 0.5)));
+    let pos: Vec<f32> = (0..m).map(|i| (i * 53) as f32).collect();
+    let pos64: Vec<f64> = pos.iter().map(|&v| v as f64).collect();
+    let rows: Vec<usize> = (0..m).collect();
+    let (std, std_w) = backward_rows(&c, &w, &attn, &x0, &pos, &dx2, &dqkv, &rows, Path::F64, true);
+
+    let run = interpreter(m);
+    let fw = fused_forward(&run, &c, &w, &attn, &x0, &pos64);
+    let inv_d = 1.0 / d as f64;
+    let freq: Vec<f64> = c.rope_freq().iter().map(|&v| v as f64).collect();
+    let rope = rope_backward::program();
+    let b1 = run(&rope, q, vec![], vec![("dy", up(&dqkv)), ("y", fw.o4["y"].clone()), ("pos", pos64), ("freq", freq)]);
+    let s2 = row_sums(&b1["dot"], rope.n_tiles(q), inv_d);
+    let norm = rmsnorm_backward::program();
+    let b2 = run(
+        &norm,
+        d,
+        gemm_nn(&b1["dz"], &up(&w.w_qkv), q),
+        vec![("h", fw.o3["h"].clone()), ("r", fw.r2.clone()), ("s", s2.clone()), ("gamma", up(&w.gamma2)), ("dres", up(&dx2))],
+    );
+    let dsw = linear_dswiglu::program();
+    let b3 = run(&dsw, f, gemm_nn(&b2["dx"], &up(&w.w_down), d), vec![("z", fw.o2["z"].clone())]);
+    let s1 = row_sums(&b3["dot"], dsw.n_tiles(f), inv_d);
+    let b4 = run(
+        &norm,
+        d,
+        gemm_nn(&b3["dz"], &up(&w.w_gate_up), 2 * f),
+        vec![("h", fw.o1["h"].clone()), ("r", fw.r1.clone()), ("s", s1.clone()), ("gamma", up(&w.gamma1)), ("dres", b2["dx"].clone())],
+    );
+    let b5 = run(&matmul::program(), ka, gemm_nn(&b4["dx"], &up(&w.wo), d), vec![]);
+
+    for (name, ours, theirs) in [
+        ("dz2", &b1["dz"], &std.dz2),
+        ("s2", &s2, &std.s2),
+        ("dh2", &b2["dx"], &std.dh2),
+        ("xg2", &b2["xg"], &std.xg2),
+        ("dz1", &b3["dz"], &std.dz1),
+        ("s1", &s1, &std.s1),
+        ("xg1", &b4["xg"], &std.xg1),
+        ("dx0", &b4["dx"], &std.dx0),
+        ("dattn", &b5["y"], &std.dattn),
+        ("dgamma2", &col_sums(&b2["dgamma"], d), &std_w.dgamma2),
+        ("dgamma1", &col_sums(&b4["dgamma"], d), &std_w.dgamma1),
+        ("dw_qkv", &gemm_tn(&b1["dz"], &b2["xg"], q, d), &std_w.dw_qkv),
+        ("dw_down", &gemm_tn(&b2["dx"], &fw.o2["y"], d, f), &std_w.dw_down),
+        ("dw_gate_up", &gemm_tn(&b3["dz"], &b4["xg"], 2 * f, d), &std_w.dw_gate_up),
+        ("dwo", &gemm_tn(&b4["dx"], &up(&attn), d, ka), &std_w.dwo),
+    ] {
+        assert_close(name, ours, theirs);
+    }
+}
+
+/// The LM-head tail (loss, and the gradients of its input and weights) from
+/// its epilogue programs equals final RMSNorm → head → mean cross-entropy.
+#[test]
+fn reparameterised_head_equals_the_standard_tail_in_f64() {
+    let (m, d, v, eps) = (9, 64, 80, 1e-5);
+    let x = bf(&values(m * d, 18, 1.0));
+    let gamma = bf(&values(d, 19, 0.5).iter().map(|g| 1.0 + g).collect::<Vec<_>>());
+    let w = bf(&values(v * d, 20, 0.3));
+    let targets: Vec<i32> = (0..m as i32).map(|i| if i == 4 { -100 } else { (i * 31) % v as i32 }).collect();
+    let rows: Vec<usize> = (0..m).collect();
+    let (std, std_w) = head_rows(&x, &gamma, &w, &targets, eps as f32, &rows, Path::F64);
+
+    let run = interpreter(m);
+    let t64: Vec<f64> = targets.iter().map(|&t| t as f64).collect();
+    let ri = rms_input::program();
+    let a = run(&ri, d, vec![], vec![("x", up(&x)), ("gamma", up(&gamma))]);
+    let r = interp::rms_from_partials(&a["sq"], ri.n_tiles(d), d, eps);
+    let logits_acc = gemm_nt(&a["u"], &up(&w), d);
+    let ce = linear_cross_entropy::program();
+    let b = run(&ce, v, logits_acc.clone(), vec![("r", r.clone()), ("target", t64.clone())]);
+    let lse = interp::lse_from_partials(&b["lse"], ce.n_tiles(v));
+    let valid = targets.iter().filter(|&&t| t >= 0).count() as f64;
+    let loss: Vec<f64> = (0..m).map(|i| if targets[i] >= 0 { lse[i] - b["target_logit"][i] } else { 0.0 }).collect();
+    let weights: Vec<f64> = targets.iter().map(|&t| if t >= 0 { 1.0 / valid } else { 0.0 }).collect();
+    let ceb = linear_cross_entropy_backward::program();
+    let g = run(&ceb, v, logits_acc, vec![("r", r.clone()), ("lse", lse.clone()), ("target", t64), ("w", weights)]);
+    let s = row_sums(&g["dot"], ceb.n_tiles(v), 1.0 / d as f64);
+    let h = run(
+        &rmsnorm_backward_head::program(),
+        d,
+        gemm_nn(&g["dlogits"], &up(&w), v),
+        vec![("h", up(&x)), ("r", r), ("s", s.clone()), ("gamma", up(&gamma))],
     );
     for (name, ours, theirs) in [
-        ("x1", &o1["h"], &std.x1),
-        ("z1", &o2["z"], &std.z1),
-        ("y1", &o2["y"], &std.y1),
-        ("x2", &o3["h"], &std.x2),
-        ("qkv", &o4["y"], &std.qkv),
+        ("loss", &loss, &std.loss),
+        ("lse", &lse, &std.lse),
+        ("s", &s, &std.s),
+        ("dx", &h["dx"], &std.dx),
+        ("dgamma", &col_sums(&h["dgamma"], d), &std_w.dgamma),
+        ("dw", &gemm_tn(&g["dlogits"], &h["xg"], v, d), &std_w.dw),
     ] {
-        let scale = theirs.iter().fold(0f64, |a, v| a.max(v.abs()));
-        let err = ours.iter().zip(theirs).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
-        assert!(err <= 1e-10 * scale, "{name}: {err:e} (scale {scale:e})");
+        assert_close(name, ours, theirs);
     }
 }

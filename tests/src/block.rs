@@ -1,13 +1,15 @@
 //! The Llama block forward on the GPU: checked against the standard block on
-//! the host (f64, with the unfused bf16 block as yardstick), and timed
-//! against the sum of its bare cuBLAS GEMMs.
+//! the host (f64, with the unfused bf16 block as yardstick); and the block,
+//! forward and backward, timed against the sum of its bare cuBLAS GEMMs.
 
 use std::cell::RefCell;
 use std::time::Duration;
 
-use coda_runtime::baseline::Cublas;
+use coda_runtime::blas::Cublas;
 use coda_runtime::llama::reference::{Path, forward_rows};
-use coda_runtime::llama::{BlockConfig, BlockState, BlockWeights, HostWeights, block_forward, layout};
+use coda_runtime::llama::{
+    BackwardState, BlockConfig, BlockGrads, BlockState, BlockWeights, HostWeights, block_backward, block_forward, layout,
+};
 use coda_runtime::{Error, Stream, Tensor, bench, bf16};
 use llama_norm::host::{Check, Rng, sample_rows, to_f64};
 
@@ -36,13 +38,13 @@ pub fn random_weights(c: &BlockConfig, rng: &mut Rng) -> HostWeights {
     }
 }
 
-struct Inputs {
-    attn: Vec<bf16>,
-    x0: Vec<bf16>,
-    pos: Vec<f32>,
+pub struct Inputs {
+    pub attn: Vec<bf16>,
+    pub x0: Vec<bf16>,
+    pub pos: Vec<f32>,
 }
 
-fn random_inputs(c: &BlockConfig, m: usize, rng: &mut Rng) -> Inputs {
+pub fn random_inputs(c: &BlockConfig, m: usize, rng: &mut Rng) -> Inputs {
     Inputs {
         attn: rng.bf16s(m * c.attn_width(), -1.0, 1.0),
         x0: rng.bf16s(m * c.hidden, -1.0, 1.0),
@@ -87,32 +89,66 @@ pub fn forward_case(stream: &Stream, c: &BlockConfig, m: usize, sample: usize, s
     Ok(Report { rows_checked: rows.len(), checks, repeat_bitwise })
 }
 
-/// Median ms of the fused forward and of its four bare cuBLAS GEMMs (summed).
-pub fn time_forward(stream: &Stream, c: &BlockConfig, m: usize, samples: usize, reps: usize) -> Result<(f64, f64), Error> {
+/// Median ms of the block and of the sum of its bare cuBLAS GEMMs, forward
+/// and forward + backward, timed in the same process.
+#[derive(Clone, Copy, Debug)]
+pub struct BlockTimes {
+    pub forward: f64,
+    pub forward_gemms: f64,
+    pub forward_backward: f64,
+    pub forward_backward_gemms: f64,
+}
+
+/// Times the block at `m` tokens: the fused forward (4 fused GEMMs + 2 aux)
+/// against its 4 bare GEMMs, and forward + backward (+ 5 fused launches,
+/// 4 aux and 4 weight-gradient GEMMs) against the same 4 + the 4 bare input-
+/// gradient GEMMs + the same 4 weight-gradient GEMMs.
+pub fn time_block(stream: &Stream, c: &BlockConfig, m: usize, samples: usize, reps: usize) -> Result<BlockTimes, Error> {
     let mut rng = Rng::new(3);
     let w = BlockWeights::upload(stream, *c, &random_weights(c, &mut rng))?;
     let inp = random_inputs(c, m, &mut rng);
-    let attn = Tensor::from_host(stream, &inp.attn, &[m, c.attn_width()])?;
-    let x0 = Tensor::from_host(stream, &inp.x0, &[m, c.hidden])?;
+    let (d, f, ka, q) = (c.hidden, c.ffn, c.attn_width(), c.qkv_width());
+    let attn = Tensor::from_host(stream, &inp.attn, &[m, ka])?;
+    let x0 = Tensor::from_host(stream, &inp.x0, &[m, d])?;
     let pos = Tensor::from_host(stream, &inp.pos, &[m])?;
-    let state = RefCell::new(BlockState::new(stream, c, m)?);
+    let dx2 = Tensor::from_host(stream, &rng.bf16s(m * d, -1.0, 1.0), &[m, d])?;
+    let dqkv = Tensor::from_host(stream, &rng.bf16s(m * q, -1.0, 1.0), &[m, q])?;
+    let fwd = RefCell::new(BlockState::new(stream, c, m)?);
+    let bwd = RefCell::new(BackwardState::new(stream, c, m)?);
+    let grads = RefCell::new(BlockGrads::new(stream, c, m)?);
     let blas = Cublas::new(stream)?;
     // Bare GEMM outputs of the same shapes as the fused ones.
-    let out = RefCell::new([
-        Tensor::<bf16>::zeros(stream, &[m, c.hidden])?,
-        Tensor::<bf16>::zeros(stream, &[m, 2 * c.ffn])?,
-        Tensor::<bf16>::zeros(stream, &[m, c.hidden])?,
-        Tensor::<bf16>::zeros(stream, &[m, c.qkv_width()])?,
-    ]);
-    let mut fused = |_: usize| block_forward(stream, &w, &attn, &x0, &pos, &mut state.borrow_mut());
-    let mut gemms = |_: usize| {
-        let s = state.borrow();
-        let mut o = out.borrow_mut();
-        blas.linear(&attn, &w.wo, &mut o[0])?;
-        blas.linear(&s.u1, &w.w_gate_up, &mut o[1])?;
-        blas.linear(&s.y1, &w.w_down, &mut o[2])?;
-        blas.linear(&s.u2, &w.w_qkv, &mut o[3])
+    let z = |shape: &[usize]| Tensor::<bf16>::zeros(stream, shape);
+    let out = RefCell::new([z(&[m, d])?, z(&[m, 2 * f])?, z(&[m, d])?, z(&[m, q])?, z(&[m, d])?, z(&[m, f])?, z(&[m, d])?, z(&[m, ka])?]);
+    let forward_gemms = |s: &BlockState, o: &mut [Tensor<bf16>; 8]| -> Result<(), Error> {
+        blas.linear(stream, &attn, &w.wo, &mut o[0])?;
+        blas.linear(stream, &s.u1, &w.w_gate_up, &mut o[1])?;
+        blas.linear(stream, &s.y1, &w.w_down, &mut o[2])?;
+        blas.linear(stream, &s.u2, &w.w_qkv, &mut o[3])
     };
-    let t = bench::interleaved(stream, Duration::from_secs(1), samples, reps, &mut [&mut fused, &mut gemms])?;
-    Ok((t[0], t[1]))
+    let backward_gemms = |s: &BlockState, b: &BackwardState, g: &mut BlockGrads, o: &mut [Tensor<bf16>; 8]| -> Result<(), Error> {
+        blas.matmul(stream, &b.dz2, &w.w_qkv, &mut o[4])?;
+        blas.weight_grad(stream, &b.dz2, &b.xg2, &mut g.dw_qkv, false)?;
+        blas.matmul(stream, &b.dh2, &w.w_down, &mut o[5])?;
+        blas.weight_grad(stream, &b.dh2, &s.y1, &mut g.dw_down, false)?;
+        blas.matmul(stream, &b.dz1, &w.w_gate_up, &mut o[6])?;
+        blas.weight_grad(stream, &b.dz1, &b.xg1, &mut g.dw_gate_up, false)?;
+        blas.matmul(stream, &g.dx0, &w.wo, &mut o[7])?;
+        blas.weight_grad(stream, &g.dx0, &attn, &mut g.dwo, false)
+    };
+    let mut fused_fwd = |_: usize| block_forward(stream, &w, &attn, &x0, &pos, &mut fwd.borrow_mut());
+    let mut bare_fwd = |_: usize| forward_gemms(&fwd.borrow(), &mut out.borrow_mut());
+    let t = bench::interleaved(stream, Duration::from_secs(1), samples, reps, &mut [&mut fused_fwd, &mut bare_fwd])?;
+    let mut fused_both = |_: usize| {
+        let mut s = fwd.borrow_mut();
+        block_forward(stream, &w, &attn, &x0, &pos, &mut s)?;
+        block_backward(stream, &w, &s, &attn, &pos, &dx2, &dqkv, &mut bwd.borrow_mut(), &mut grads.borrow_mut())
+    };
+    let mut bare_both = |_: usize| {
+        let (s, mut o) = (fwd.borrow(), out.borrow_mut());
+        forward_gemms(&s, &mut o)?;
+        backward_gemms(&s, &bwd.borrow(), &mut grads.borrow_mut(), &mut o)
+    };
+    let tb = bench::interleaved(stream, Duration::from_secs(1), samples, reps, &mut [&mut fused_both, &mut bare_both])?;
+    Ok(BlockTimes { forward: t[0], forward_gemms: t[1], forward_backward: tb[0], forward_backward_gemms: tb[1] })
 }

@@ -1,10 +1,10 @@
 //! GPU tests: need an sm_90a device (H100/H200). Where there is none (CI),
 //! they print why and pass without running. Run them on the GPU machine with
-//! the built test binary: `gpu [--quick]`.
+//! the built test binary: `gpu [--quick] [--only NAME-PART]`.
 
 use coda_runtime::{Error, Stream, Tensor, bf16};
 use coda_runtime::llama::programs::{linear_cross_entropy, linear_rowscale_swiglu, rmsnorm_backward};
-use coda_tests::{block, harness};
+use coda_tests::{backward, block, harness};
 use coda_tests::programs::{
     dswiglu, gated_mix, norm_weight_grad, rank_one_stores, rowscale_rope, two_partials,
 };
@@ -16,19 +16,41 @@ const VARIANTS: usize = 11;
 struct Outcome {
     name: String,
     pass: bool,
-    detail: String,
 }
 
-fn report_checks(name: String, checks: &[llama_norm::host::Check], bitwise: bool, rows: usize) -> Outcome {
-    let mut detail = format!("rows checked {rows}, repeat bitwise {bitwise}\n");
-    for c in checks {
-        detail += &format!("    {:<28} err {:.3e}  bf16 err {:.3e}  {}\n", c.output, c.err, c.yardstick, if c.pass() { "ok" } else { "FAIL" });
+/// Runs the cases (those whose name contains `--only`'s text, if given),
+/// printing each result as it completes: an error is a failed case, not an abort.
+struct Runner {
+    only: Option<String>,
+    outcomes: Vec<Outcome>,
+}
+
+impl Runner {
+    fn outcome(&mut self, name: String, f: impl FnOnce() -> Result<(bool, String), Error>) {
+        if self.only.as_ref().is_some_and(|o| !name.contains(o.as_str())) {
+            return;
+        }
+        let t = std::time::Instant::now();
+        let (pass, detail) = f().unwrap_or_else(|e| (false, format!("    error: {e}\n")));
+        println!("{} {name} ({:.1} s)\n{detail}", if pass { "PASS" } else { "FAIL" }, t.elapsed().as_secs_f64());
+        self.outcomes.push(Outcome { name, pass });
     }
-    Outcome { name, pass: bitwise && checks.iter().all(|c| c.pass()), detail }
+
+    fn case(&mut self, name: String, f: impl FnOnce() -> Result<harness::Report, Error>) {
+        self.outcome(name, || {
+            let r = f()?;
+            let mut detail = format!("rows checked {}, repeat bitwise {}\n", r.rows_checked, r.repeat_bitwise);
+            for c in &r.checks {
+                let verdict = if c.pass() { "ok" } else { "FAIL" };
+                detail += &format!("    {:<36} err {:.3e}  bf16 err {:.3e}  {verdict}\n", c.output, c.err, c.yardstick);
+            }
+            Ok((r.pass(), detail))
+        });
+    }
 }
 
 /// A bad argument is refused before anything is launched: the output stays poisoned.
-fn bad_input_launches_nothing(stream: &Stream) -> Result<Outcome, Error> {
+fn bad_input_launches_nothing(stream: &Stream) -> Result<(bool, String), Error> {
     let (m, n, k) = (256, 256, 260); // K % 8 != 0
     let x = Tensor::<bf16>::zeros(stream, &[m, k])?;
     let w = Tensor::<bf16>::zeros(stream, &[n, k])?;
@@ -38,11 +60,13 @@ fn bad_input_launches_nothing(stream: &Stream) -> Result<Outcome, Error> {
     let err = rowscale::launch(stream, rowscale::Args { a: &x, b: &w, r: &r, y: &mut y }).expect_err("K = 260 must be refused");
     let untouched = y.to_host(stream)?.iter().all(|v| v.to_bits() == 0xFFFF);
     let pass = matches!(&err, Error::Arg { name, .. } if name == "a") && untouched;
-    Ok(Outcome { name: "bad K refused, nothing launched".into(), pass, detail: format!("error: {err}; output untouched: {untouched}\n") })
+    Ok((pass, format!("    error: {err}; output untouched: {untouched}\n")))
 }
 
 fn main() {
-    let quick = std::env::args().any(|a| a == "--quick");
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let only = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)).cloned();
     let spine: &[(usize, usize, usize, usize)] =
         if quick { &[(4000, 3000, 4000, 3000)] } else { &[(4096, 4096, 4096, 4096), (8192, 8192, 8192, 8192), (4000, 3000, 4000, 3000)] };
     // The ragged shape: M and N not multiples of any tile, K not of 64 (N/2 is a multiple of 8).
@@ -50,18 +74,27 @@ fn main() {
     let ce: &[(usize, usize, usize)] = if quick { &[(1000, 30000, 264)] } else { &[(4096, 32768, 4096), (1000, 30000, 264)] };
     // 16K tokens, and a ragged count (not a multiple of any tile).
     let blocks: &[usize] = if quick { &[1999] } else { &[16384, 15999] };
+    // The backward at the same shapes (sampled rows and whole M-tiles), and
+    // complete (every row, every weight gradient) at a small ragged shape.
+    let small = block::config(256, 512);
+    // The LM-head tail: (d, V, M, chunk rows, complete?).
+    let heads: &[(usize, usize, usize, usize, bool)] =
+        if quick { &[(256, 4096, 1000, 256, true)] } else { &[(256, 4096, 1000, 256, true), (2048, 32768, 16384, 4096, false)] };
     let stream = match Stream::new(0) {
         Ok(s) => s,
         Err(e) => {
             println!("gpu tests: SKIPPED, {e}. Their results come from runs on an H200 (see README).");
-            println!("0 passed, 0 failed, {} skipped", spine.len() + VARIANTS * shapes.len() + ce.len() + blocks.len() + 2);
+            let cases = spine.len() + VARIANTS * shapes.len() + ce.len() + 2 * blocks.len() + 1 + heads.len() + 1 + 2;
+            println!("0 passed, 0 failed, {cases} skipped");
             return;
         }
     };
-    let mut outcomes = vec![];
+    let mut run = Runner { only: only.clone(), outcomes: vec![] };
     for (i, &(m, d, k, f)) in spine.iter().enumerate() {
-        let r = verify::run_case(&stream, m, d, k, f, 1000 + i as u64, 320).expect("spine case runs");
-        outcomes.push(report_checks(format!("norm_linear M={m} d={d} K={k} f={f}"), &r.checks, r.repeat_bitwise, r.rows_checked));
+        run.case(format!("norm_linear M={m} d={d} K={k} f={f}"), || {
+            let r = verify::run_case(&stream, m, d, k, f, 1000 + i as u64, 320)?;
+            Ok(harness::Report { rows_checked: r.rows_checked, checks: r.checks, repeat_bitwise: r.repeat_bitwise })
+        });
     }
     let variants: [(&str, &coda_runtime::Kernel, coda_runtime::dsl::Program); VARIANTS] = [
         ("residual_rms_partial", &residual_rms_partial::KERNEL, residual_rms_partial::program()),
@@ -78,29 +111,45 @@ fn main() {
     ];
     for (name, kernel, program) in &variants {
         for &(m, n, k) in shapes {
-            let r = harness::verify(&stream, kernel, program, m, n, k, 7).expect("variant runs");
-            outcomes.push(report_checks(format!("{name} M={m} N={n} K={k}"), &r.checks, r.repeat_bitwise, r.rows_checked));
+            run.case(format!("{name} M={m} N={n} K={k}"), || harness::verify(&stream, kernel, program, m, n, k, 7));
         }
     }
     for &(m, v, k) in ce {
-        let r = harness::cross_entropy_case(&stream, m, v, k, 11).expect("cross-entropy case runs");
-        outcomes.push(report_checks(format!("cross-entropy loss M={m} V={v} K={k}"), &r.checks, r.repeat_bitwise, r.rows_checked));
+        run.case(format!("cross-entropy loss M={m} V={v} K={k}"), || harness::cross_entropy_case(&stream, m, v, k, 11));
+    }
+    let big = block::config(2048, 8192);
+    for &m in blocks {
+        run.case(format!("block forward d=2048 ffn=8192 heads 16x128 kv 4, M={m}"), || block::forward_case(&stream, &big, m, 128, 21));
     }
     for &m in blocks {
-        let c = block::config(2048, 8192);
-        let r = block::forward_case(&stream, &c, m, 128, 21).expect("block forward runs");
-        let name = format!("block forward d=2048 ffn=8192 heads 16x128 kv 4, M={m}");
-        outcomes.push(report_checks(name, &r.checks, r.repeat_bitwise, r.rows_checked));
+        run.case(format!("block backward d=2048 ffn=8192 heads 16x128 kv 4, M={m}"), || {
+            backward::backward_case(&stream, &big, m, 32, 22, false)
+        });
     }
-    let r = harness::aux_sums_case(&stream, 1000, 17, 1024, 12).expect("aux sums run");
-    outcomes.push(report_checks("aux row_sums / col_sums".into(), &r.checks, r.repeat_bitwise, r.rows_checked));
-    outcomes.push(bad_input_launches_nothing(&stream).expect("bad-input case runs"));
+    run.case("block backward d=256 ffn=512 heads 2x128 kv 1, M=1000, every row and weight".into(), || {
+        backward::backward_case(&stream, &small, 1000, 0, 23, true)
+    });
+    for &(d, v, m, chunk, full) in heads {
+        let what = if full { "every row and weight" } else { "sampled rows" };
+        run.case(format!("LM head fwd+bwd d={d} V={v} M={m} chunks of {chunk}, {what}"), || {
+            backward::head_case(&stream, d, v, m, chunk, 96, 24, full)
+        });
+    }
+    run.outcome("launches per op (fused GEMM, aux, cuBLAS)".into(), || {
+        let counts = backward::launch_counts(&stream)?;
+        let detail: String = counts.iter().map(|(op, got, want)| format!("    {op:<26} {got:?} (expected {want:?})\n")).collect();
+        let pass = counts.iter().all(|(_, got, want)| got == want);
+        Ok((pass, detail))
+    });
+    run.case("aux row_sums / col_sums".into(), || harness::aux_sums_case(&stream, 1000, 17, 1024, 12));
+    run.outcome("bad K refused, nothing launched".into(), || bad_input_launches_nothing(&stream));
 
+    let outcomes = run.outcomes;
     let failed = outcomes.iter().filter(|o| !o.pass).count();
-    for o in &outcomes {
-        println!("{} {}\n{}", if o.pass { "PASS" } else { "FAIL" }, o.name, o.detail);
-    }
     println!("{} passed, {failed} failed", outcomes.len() - failed);
+    for o in outcomes.iter().filter(|o| !o.pass) {
+        println!("FAILED: {}", o.name);
+    }
     if failed > 0 {
         std::process::exit(1);
     }

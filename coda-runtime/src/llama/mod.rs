@@ -13,11 +13,18 @@
 //! `Linear` (`[out, in]`), with the gate/up rows interleaved and each head's
 //! RoPE pairs adjacent ([`layout`] converts ordinary checkpoints).
 
+mod backward;
+mod head;
 pub mod layout;
 pub mod programs;
 pub mod reference;
 
-use crate::{Error, Stream, Tensor, aux, bf16};
+pub use backward::{BACKWARD_LAUNCHES, BackwardState, BlockGrads, block_backward};
+pub use head::{
+    HEAD_FORWARD_LAUNCHES, HeadBackwardState, HeadGrads, HeadState, HeadWeights, head_backward, head_backward_launches, head_forward,
+};
+
+use crate::{Error, Launches, Stream, Tensor, aux, bf16};
 use programs::{linear_residual_rms_partial as residual_norm, linear_rowscale_rope as rope, linear_rowscale_swiglu_save as swiglu};
 
 /// Shapes of one block.
@@ -182,7 +189,7 @@ impl BlockState {
 }
 
 /// Launches per forward: four fused GEMMs and two aux reductions.
-pub const FORWARD_LAUNCHES: (usize, usize) = (4, 2);
+pub const FORWARD_LAUNCHES: Launches = Launches { fused: 4, aux: 2, blas: 0 };
 
 /// The block forward on `stream`, no host synchronisation: `attn` `[M, heads·head_dim]`
 /// (the attention output), `x0` `[M, d]` (the residual stream), `pos` `[M]` (token positions).

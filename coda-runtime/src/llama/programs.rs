@@ -69,3 +69,72 @@ pub fn rmsnorm_backward(acc: Acc, h: Tile<bf16>, r: PerRow<f32>, s: PerRow<f32>,
     let xg = xhat * gamma;
     (dx, dgamma, xg)
 }
+
+#[coda::epilogue(b_layout = kn)]
+/// As `rmsnorm_backward` for a norm whose input has no other consumer (the
+/// final norm before the LM head): `dx = r ⊙ (g ⊙ γ − x̂ ⊙ s)`.
+pub fn rmsnorm_backward_head(acc: Acc, h: Tile<bf16>, r: PerRow<f32>, s: PerRow<f32>, gamma: PerCol<bf16>)
+    -> (Tile<bf16>, ColPartial<f32>, Tile<bf16>) {
+    let xhat = h * r;
+    let dx = r * (acc * gamma - xhat * s);
+    let dgamma = col_sum(acc * xhat);
+    let xg = xhat * gamma;
+    (dx, dgamma, xg)
+}
+
+#[coda::epilogue]
+/// RoPE backward, a map program over the gradient `dy` of the rotated qkv
+/// `y`: the inverse rotation gives `dz`, and `Σ dy ⊙ y` partials give the
+/// norm statistic `s` (rotation is orthogonal: `Σ dz ⊙ z = Σ dy ⊙ y`).
+pub fn rope_backward(dy: Tile<bf16>, y: Tile<bf16>, pos: PerRow<f32>, freq: PerCol<f32>) -> (Tile<bf16>, RowPartial<f32>) {
+    let (g0, g1) = unpair(dy);
+    let angle = pos * freq;
+    let (c, _) = unpair(cos(angle));
+    let (s, _) = unpair(sin(angle));
+    let dz = pair(g0 * c + g1 * s, g1 * c - g0 * s);
+    let dot = row_sum(dy * y);
+    (dz, dot)
+}
+
+#[coda::epilogue(b_layout = kn)]
+/// SwiGLU backward in the epilogue of `dy = dh · W_down` (`[M, f]`): with the
+/// saved pre-activation pairs `z = (g, u)`, writes `dz` interleaved `[M, 2f]`
+/// and the `Σ dz ⊙ z` partials for the norm before gate_up.
+pub fn linear_dswiglu(acc: Acc, z: DoubleTile<bf16>) -> (DoubleTile<bf16>, RowPartial<f32>) {
+    let (g, u) = unpair(z);
+    let sg = sigmoid(g);
+    let dg = acc * u * sg * (1.0 + g * (1.0 - sg));
+    let du = acc * g * sg;
+    let dz = pair(dg, du);
+    let dot = row_sum(dg * g + du * u);
+    (dz, dot)
+}
+
+#[coda::epilogue]
+/// LM-head backward for a chunk of rows: recomputes the logits `r ⊙ acc`,
+/// writes `dlogits = (softmax − onehot(target)) · w` (`w[m]`: the loss's
+/// gradient for row m, 0 for ignored rows) and the `Σ dlogits ⊙ logits`
+/// partials for the final norm.
+pub fn linear_cross_entropy_backward(acc: Acc, r: PerRow<f32>, lse: PerRow<f32>, target: PerRow<i32>, w: PerRow<f32>)
+    -> (Tile<bf16>, RowPartial<f32>) {
+    let logits = acc * r;
+    let dlogits = (exp(logits - lse) - onehot(target)) * w;
+    let dot = row_sum(dlogits * logits);
+    (dlogits, dot)
+}
+
+#[coda::epilogue]
+/// The final norm's input half when no GEMM before it is ours: `u = x ⊙ γ`
+/// and the `Σ x²` partials (a map program over the residual stream `x`).
+pub fn rms_input(x: Tile<bf16>, gamma: PerCol<bf16>) -> (Tile<bf16>, RowPartial<f32>) {
+    let u = x * gamma;
+    let sq = row_sum(x * x);
+    (u, sq)
+}
+
+#[coda::epilogue(b_layout = kn)]
+/// A plain GEMM `A · B` (e.g. the o_proj input gradient `dh · W_o`).
+pub fn matmul(acc: Acc) -> Tile<bf16> {
+    let y = acc;
+    y
+}

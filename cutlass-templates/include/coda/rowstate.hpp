@@ -7,6 +7,8 @@
 //   no valid column writes (−inf, 0). No atomics.
 // - GatherPerRow: out[m] = x[m, target[m]] for the one tile holding that
 //   column; a target outside [0, N) (e.g. the ignore index −100) writes nothing.
+// - OneHotPerRow: a leaf with value 1 at column target[m] of row m, else 0;
+//   a target outside [0, N) gives a row of zeros.
 //
 // Fragment rows: on SM90 slot i of a thread's subtile fragment lies in row
 // r0 + 8·((i / 2) % 2) (cutlass-sm90-epilogue-notes.md, section C); checked
@@ -214,6 +216,68 @@ struct GatherPerRow : PlainNode<GatherArgs<TargetElement>> {
         }
       }
       return x;
+    }
+  };
+
+  template <bool ReferenceSrc, class... Args>
+  CUTLASS_DEVICE auto get_consumer_store_callbacks(ConsumerStoreArgs<Args...> const& args) {
+    detail::assert_two_rows<decltype(args.tCcD)>();
+    auto [M, N, K, L] = args.problem_shape_mnkl;
+    int64_t r0 = int64_t(M - get<0>(args.residue_tCcD));
+    int64_t c0 = int64_t(N - get<1>(args.residue_tCcD));
+    return Callbacks<decltype(args.tCcD), decltype(args.residue_tCcD)>(args.tCcD, args.residue_tCcD, r0, c0, params);
+  }
+};
+
+template <class TargetElement>
+struct OneHotArgs {
+  TargetElement const* targets = nullptr;
+};
+
+template <class TargetElement>
+struct OneHotPerRow : PlainNode<OneHotArgs<TargetElement>> {
+  using Base = PlainNode<OneHotArgs<TargetElement>>;
+  using typename Base::Arguments;
+  using typename Base::Params;
+  using typename Base::SharedStorage;
+
+  template <class ProblemShape>
+  static bool can_implement(ProblemShape const&, Arguments const& args) {
+    return args.targets != nullptr;
+  }
+
+  CUTLASS_HOST_DEVICE OneHotPerRow() {}
+  CUTLASS_HOST_DEVICE OneHotPerRow(Params const& params, SharedStorage const&) : params(&params) {}
+  Params const* params;
+
+  template <class ThrCoords, class Residue>
+  struct Callbacks : EmptyConsumerStoreCallbacks {
+    ThrCoords tCcD;
+    Residue residue;
+    int64_t row0, col0;  // the thread's first element, global
+    Params const* params;
+
+    CUTLASS_DEVICE Callbacks(ThrCoords c, Residue r, int64_t r0, int64_t c0, Params const* p)
+        : tCcD(c), residue(r), row0(r0), col0(c0), params(p) {}
+
+    template <class ElementAcc, int FragmentSize>
+    CUTLASS_DEVICE cutlass::Array<float, FragmentSize> visit(cutlass::Array<ElementAcc, FragmentSize> const&, int epi_v,
+                                                             int epi_m, int epi_n) {
+      auto coords = tCcD(_, _, _, epi_m, epi_n);
+      cutlass::Array<float, FragmentSize> out;
+      CUTLASS_PRAGMA_UNROLL
+      for (int row = 0; row < 2; ++row) {
+        // Rows r0 and r0 + 8 hold slots with (i / 2) % 2 == row; slot 2·row is the first.
+        auto rc0 = coords(epi_v * FragmentSize + 2 * row);
+        // Rows past M read no target: their values are masked at the stores.
+        bool in_rows = elem_less(make_coord(get<0>(rc0), 0), residue);
+        int64_t t = in_rows ? int64_t(params->targets[row0 + int64_t(get<0>(rc0))]) - col0 : -1;
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < FragmentSize; ++i) {
+          if ((i / 2) % 2 == row) out[i] = int64_t(get<1>(coords(epi_v * FragmentSize + i))) == t ? 1.f : 0.f;
+        }
+      }
+      return out;
     }
   };
 

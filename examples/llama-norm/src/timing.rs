@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use coda_runtime::baseline::Cublas;
+use coda_runtime::blas::Cublas;
 use coda_runtime::{Error, Stream, Tensor, aux, bench};
 
 use crate::host::Rng;
@@ -66,7 +66,7 @@ pub fn time_case(stream: &Stream, m: usize, n: usize, k: usize, samples: usize, 
         let s = &mut sets.borrow_mut()[set(i)];
         aux::rms_from_partials(stream, &s.out.sq, n, 1e-5, &mut s.out.r)
     };
-    let mut cub = |i: usize| blas.linear(&sets.borrow()[set(i)].x, &wo, &mut cub_out.borrow_mut());
+    let mut cub = |i: usize| blas.linear(stream, &sets.borrow()[set(i)].x, &wo, &mut *cub_out.borrow_mut());
     let t = bench::interleaved(stream, Duration::from_secs(1), samples, reps, &mut [&mut oproj, &mut rows, &mut auxr, &mut cub])?;
     Ok(Timing { m, n, k, oproj_epilogue: t[0], rowscale_epilogue: t[1], rms_aux: t[2], cublas_gemm: t[3] })
 }

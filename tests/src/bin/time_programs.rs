@@ -6,7 +6,7 @@
 use std::cell::RefCell;
 use std::time::Duration;
 
-use coda_runtime::baseline::Cublas;
+use coda_runtime::blas::Cublas;
 use coda_runtime::dsl::Program;
 use coda_runtime::{Kernel, Stream, Tensor, bench, bf16};
 use coda_runtime::llama::programs::{linear_cross_entropy, linear_rowscale_swiglu, rmsnorm_backward};
@@ -52,17 +52,25 @@ fn main() {
         let mut fused = |i: usize| sets.borrow_mut()[i % 2].launch(&stream, kernel, &program);
         let mut gemm = |i: usize| {
             let s = &sets.borrow()[i % 2];
-            blas.linear(&s.a, &s.b, &mut out.borrow_mut())
+            blas.linear(&stream, &s.a, &s.b, &mut *out.borrow_mut())
         };
         let t = bench::interleaved(&stream, Duration::from_secs(1), samples, reps, &mut [&mut fused, &mut gemm])
             .expect("timing runs");
         println!("{name:<22} {:>18} {:>10.4} {:>12.4} {:>7.3}", format!("{m},{n},{k}"), t[0], t[1], t[0] / t[1]);
     }
-    println!("\nblock forward, 16384 tokens (4 fused GEMMs + 2 aux vs the 4 bare cuBLAS GEMMs)");
-    println!("{:>6} {:>7} {:>12} {:>16} {:>7}", "d", "ffn", "forward ms", "sum of GEMMs ms", "ratio");
+    println!("\nblock, 16384 tokens: fused vs the sum of its bare cuBLAS GEMMs (forward: 4; forward+backward: 4 + 4 input-gradient + 4 weight-gradient)");
+    println!("{:>6} {:>7} {:>10} {:>10} {:>7} {:>12} {:>12} {:>7}", "d", "ffn", "fwd ms", "GEMMs ms", "ratio", "fwd+bwd ms", "GEMMs ms", "ratio");
     let sizes: &[(usize, usize)] = if quick { &[(2048, 8192)] } else { &[(2048, 8192), (4096, 11008), (8192, 28672)] };
     for &(d, ffn) in sizes {
-        let (fwd, gemms) = block::time_forward(&stream, &block::config(d, ffn), 16384, samples, reps.min(5)).expect("block timing");
-        println!("{d:>6} {ffn:>7} {fwd:>12.4} {gemms:>16.4} {:>7.3}", fwd / gemms);
+        let t = block::time_block(&stream, &block::config(d, ffn), 16384, samples, reps.min(5)).expect("block timing");
+        println!(
+            "{d:>6} {ffn:>7} {:>10.4} {:>10.4} {:>7.3} {:>12.4} {:>12.4} {:>7.3}",
+            t.forward,
+            t.forward_gemms,
+            t.forward / t.forward_gemms,
+            t.forward_backward,
+            t.forward_backward_gemms,
+            t.forward_backward / t.forward_backward_gemms
+        );
     }
 }

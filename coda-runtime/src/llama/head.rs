@@ -1,0 +1,260 @@
+//! The LM-head tail: final RMSNorm → LM head → cross-entropy, forward and
+//! backward, without ever holding the `M × V` logits.
+//!
+//! Forward: `u = x ⊙ γ` and `Σ x²` partials (a map program: in a full model
+//! the last down projection's epilogue produces them) → `r`; the head GEMM's
+//! epilogue keeps online log-sum-exp partials and gathers the target logit
+//! → `lse`, per-row loss and its mean over non-ignored rows.
+//!
+//! Backward, in chunks of rows so that only `chunk × V` gradients exist at
+//! once: the head GEMM again, its epilogue writing `dlogits = (softmax −
+//! onehot) / n_valid` and `Σ dlogits ⊙ logits` partials → `s`; then `dx`
+//! from `dlogits · W` with the norm's backward in its epilogue (`dγ`
+//! partials, `x̂ ⊙ γ`), and `dW += dlogitsᵀ · (x̂ ⊙ γ)` in f32.
+
+use super::programs::{
+    linear_cross_entropy as ce_forward, linear_cross_entropy_backward as ce_backward, rms_input,
+    rmsnorm_backward_head as norm_backward,
+};
+use crate::blas::Cublas;
+use crate::{Error, Launches, Stream, Tensor, aux, bf16};
+
+/// Launches of [`head_forward`].
+pub const HEAD_FORWARD_LAUNCHES: Launches = Launches { fused: 2, aux: 3, blas: 0 };
+
+/// Launches of [`head_backward`] with `chunks` row chunks.
+pub fn head_backward_launches(chunks: usize) -> Launches {
+    Launches { fused: 2 * chunks, aux: 2 + chunks, blas: chunks }
+}
+
+/// The final norm's weight and the LM head `[V, d]` (a `Linear` weight).
+pub struct HeadWeights {
+    pub gamma: Tensor<bf16>,
+    pub w: Tensor<bf16>,
+    pub eps: f32,
+}
+
+impl HeadWeights {
+    pub fn new(gamma: Tensor<bf16>, w: Tensor<bf16>, eps: f32) -> Result<HeadWeights, Error> {
+        let d = gamma.len();
+        match *w.shape() {
+            [v, k] if k == d && v > 0 && v % 8 == 0 && d % 8 == 0 => Ok(HeadWeights { gamma, w, eps }),
+            _ => Err(Error::arg(
+                "w",
+                format!("shape {:?} must be [V, d] with d = {d} (gamma's length), V and d multiples of 8", w.shape()),
+            )),
+        }
+    }
+    pub fn hidden(&self) -> usize {
+        self.gamma.len()
+    }
+    pub fn vocab(&self) -> usize {
+        self.w.shape()[0]
+    }
+}
+
+/// What the forward writes for `tokens` rows; the backward reads `u`, `r`, `lse`.
+pub struct HeadState {
+    pub tokens: usize,
+    /// `x ⊙ γ`, the head GEMM's input, `[M, d]`.
+    pub u: Tensor<bf16>,
+    sq_partials: Tensor<f32>,
+    pub r: Tensor<f32>,
+    lse_partials: Tensor<f32>,
+    pub lse: Tensor<f32>,
+    pub target_logit: Tensor<f32>,
+    /// Per-row loss, 0 for ignored rows, `[M]`.
+    pub loss: Tensor<f32>,
+    /// Mean loss over non-ignored rows, `[1]`.
+    pub mean: Tensor<f32>,
+}
+
+impl HeadState {
+    pub fn new(stream: &Stream, h: &HeadWeights, tokens: usize) -> Result<HeadState, Error> {
+        let (m, d, v) = (tokens, h.hidden(), h.vocab());
+        let m_pad = |tm: usize| m.div_ceil(tm) * tm;
+        Ok(HeadState {
+            tokens,
+            u: Tensor::zeros(stream, &[m, d])?,
+            sq_partials: Tensor::zeros(stream, &[d.div_ceil(rms_input::TILE_N), m_pad(rms_input::TILE_M)])?,
+            r: Tensor::zeros(stream, &[m])?,
+            lse_partials: Tensor::zeros(stream, &[2, v.div_ceil(ce_forward::TILE_N), m_pad(ce_forward::TILE_M)])?,
+            lse: Tensor::zeros(stream, &[m])?,
+            target_logit: Tensor::zeros(stream, &[m])?,
+            loss: Tensor::zeros(stream, &[m])?,
+            mean: Tensor::zeros(stream, &[1])?,
+        })
+    }
+
+    pub fn poison(&mut self, stream: &Stream) -> Result<(), Error> {
+        self.u.poison(stream)?;
+        for t in [&mut self.sq_partials, &mut self.r, &mut self.lse_partials, &mut self.lse, &mut self.target_logit, &mut self.loss, &mut self.mean] {
+            t.poison(stream)?;
+        }
+        Ok(())
+    }
+}
+
+/// The tail forward for the residual stream `x` `[M, d]` and `targets` `[M]`
+/// (class ids, or any id outside `[0, V)` such as −100 to ignore a row).
+pub fn head_forward(stream: &Stream, h: &HeadWeights, x: &Tensor<bf16>, targets: &Tensor<i32>, s: &mut HeadState) -> Result<(), Error> {
+    let m = s.tokens;
+    if x.shape() != [m, h.hidden()] {
+        return Err(Error::arg("x", format!("shape {:?} must be [{m}, {}]", x.shape(), h.hidden())));
+    }
+    rms_input::launch(stream, rms_input::Args { x, gamma: &h.gamma, u: &mut s.u, sq: &mut s.sq_partials })?;
+    aux::rms_from_partials(stream, &s.sq_partials, h.hidden(), h.eps, &mut s.r)?;
+    ce_forward::launch(
+        stream,
+        ce_forward::Args { a: &s.u, b: &h.w, r: &s.r, target: targets, lse: &mut s.lse_partials, target_logit: &mut s.target_logit },
+    )?;
+    aux::lse_from_partials(stream, &s.lse_partials, &mut s.lse)?;
+    aux::cross_entropy_loss(stream, &s.lse, &s.target_logit, targets, h.vocab(), &mut s.loss, &mut s.mean)
+}
+
+/// The gradients of the tail's input and weights, for the mean loss.
+pub struct HeadGrads {
+    pub dx: Tensor<bf16>,
+    pub dgamma: Tensor<f32>,
+    pub dw: Tensor<f32>,
+}
+
+impl HeadGrads {
+    pub fn new(stream: &Stream, h: &HeadWeights, tokens: usize) -> Result<HeadGrads, Error> {
+        Ok(HeadGrads {
+            dx: Tensor::zeros(stream, &[tokens, h.hidden()])?,
+            dgamma: Tensor::zeros(stream, &[h.hidden()])?,
+            dw: Tensor::zeros(stream, &[h.vocab(), h.hidden()])?,
+        })
+    }
+
+    pub fn poison(&mut self, stream: &Stream) -> Result<(), Error> {
+        self.dx.poison(stream)?;
+        self.dgamma.poison(stream)?;
+        self.dw.poison(stream)
+    }
+}
+
+/// The buffers of one chunk of `rows` rows.
+struct Chunk {
+    rows: usize,
+    dlogits: Tensor<bf16>,
+    s_partials: Tensor<f32>,
+    s: Tensor<f32>,
+    xg: Tensor<bf16>,
+}
+
+impl Chunk {
+    fn new(stream: &Stream, h: &HeadWeights, rows: usize) -> Result<Chunk, Error> {
+        let (tm, tn) = (ce_backward::TILE_M, ce_backward::TILE_N);
+        Ok(Chunk {
+            rows,
+            dlogits: Tensor::zeros(stream, &[rows, h.vocab()])?,
+            s_partials: Tensor::zeros(stream, &[h.vocab().div_ceil(tn), rows.div_ceil(tm) * tm])?,
+            s: Tensor::zeros(stream, &[rows])?,
+            xg: Tensor::zeros(stream, &[rows, h.hidden()])?,
+        })
+    }
+
+    fn bytes(&self) -> usize {
+        2 * (self.dlogits.len() + self.xg.len()) + 4 * (self.s_partials.len() + self.s.len())
+    }
+}
+
+/// The backward's buffers: per-row loss weights, the `dγ` partials and the
+/// buffers of one chunk (and of the shorter last chunk, if any).
+pub struct HeadBackwardState {
+    pub tokens: usize,
+    pub chunk_rows: usize,
+    row_weights: Tensor<f32>,
+    dgamma_partials: Tensor<f32>,
+    full: Chunk,
+    last: Option<Chunk>,
+    blas: Cublas,
+}
+
+impl HeadBackwardState {
+    /// Buffers for `tokens` rows in chunks of `chunk_rows` (a multiple of 256).
+    pub fn new(stream: &Stream, h: &HeadWeights, tokens: usize, chunk_rows: usize) -> Result<HeadBackwardState, Error> {
+        if chunk_rows == 0 || chunk_rows % 256 != 0 {
+            return Err(Error::arg("chunk_rows", format!("{chunk_rows} must be a positive multiple of 256")));
+        }
+        let chunk_rows = chunk_rows.min(tokens.div_ceil(256) * 256);
+        let (tm, tn) = (norm_backward::TILE_M, norm_backward::TILE_N);
+        let rest = tokens % chunk_rows;
+        Ok(HeadBackwardState {
+            tokens,
+            chunk_rows,
+            row_weights: Tensor::zeros(stream, &[tokens])?,
+            dgamma_partials: Tensor::zeros(stream, &[tokens.div_ceil(tm), h.hidden().div_ceil(tn) * tn])?,
+            full: Chunk::new(stream, h, chunk_rows.min(tokens))?,
+            last: if rest > 0 && tokens > chunk_rows { Some(Chunk::new(stream, h, rest)?) } else { None },
+            blas: Cublas::new(stream)?,
+        })
+    }
+
+    pub fn chunks(&self) -> usize {
+        self.tokens.div_ceil(self.chunk_rows)
+    }
+
+    /// Device bytes of the chunk buffers: what the backward holds beyond its
+    /// inputs and outputs, `O(chunk_rows · V)`.
+    pub fn chunk_bytes(&self) -> usize {
+        self.full.bytes() + self.last.as_ref().map_or(0, Chunk::bytes)
+    }
+}
+
+/// The tail backward for the mean loss: `x` and `targets` as given to
+/// [`head_forward`], `fwd` its state.
+pub fn head_backward(
+    stream: &Stream,
+    h: &HeadWeights,
+    x: &Tensor<bf16>,
+    targets: &Tensor<i32>,
+    fwd: &HeadState,
+    bs: &mut HeadBackwardState,
+    g: &mut HeadGrads,
+) -> Result<(), Error> {
+    let m = fwd.tokens;
+    if bs.tokens != m || g.dx.shape() != [m, h.hidden()] {
+        return Err(Error::arg("bs", format!("backward buffers must be for the forward's {m} tokens")));
+    }
+    aux::cross_entropy_row_weights(stream, targets, h.vocab(), &mut bs.row_weights)?;
+    let tm = norm_backward::TILE_M;
+    for (i, r0) in (0..m).step_by(bs.chunk_rows).enumerate() {
+        let r1 = (r0 + bs.chunk_rows).min(m);
+        let rows = r0..r1;
+        let c = if r1 - r0 == bs.full.rows { &mut bs.full } else { bs.last.as_mut().expect("allocated for the short chunk") };
+        let (r, lse) = (fwd.r.rows(rows.clone())?, fwd.lse.rows(rows.clone())?);
+        ce_backward::launch(
+            stream,
+            ce_backward::Args {
+                a: &fwd.u.rows(rows.clone())?,
+                b: &h.w,
+                r: &r,
+                lse: &lse,
+                target: &targets.rows(rows.clone())?,
+                w: &bs.row_weights.rows(rows.clone())?,
+                dlogits: &mut c.dlogits,
+                dot: &mut c.s_partials,
+            },
+        )?;
+        aux::row_sums(stream, &c.s_partials, 1.0 / h.hidden() as f32, &mut c.s)?;
+        norm_backward::launch(
+            stream,
+            norm_backward::Args {
+                a: &c.dlogits,
+                b: &h.w,
+                h: &x.rows(rows.clone())?,
+                r: &r,
+                s: &c.s,
+                gamma: &h.gamma,
+                dx: &mut g.dx.rows_mut(rows.clone())?,
+                dgamma: &mut bs.dgamma_partials.rows_mut(r0 / tm..r1.div_ceil(tm))?,
+                xg: &mut c.xg,
+            },
+        )?;
+        bs.blas.weight_grad(stream, &c.dlogits, &c.xg, &mut g.dw, i > 0)?;
+    }
+    aux::col_sums(stream, &bs.dgamma_partials, &mut g.dgamma)
+}
