@@ -137,6 +137,16 @@ impl Setup {
         Ok(Setup { a, b, a_host, b_host, tensors, host_inputs, scalars })
     }
 
+    /// Replaces the f32 input `name` (e.g. realistic RoPE positions for timing).
+    pub fn set_f32_input(&mut self, stream: &Stream, program: &Program, name: &str, values: &[f32]) -> Result<(), Error> {
+        let i = program.tensor_params().iter().position(|p| p.name == name && !p.output && p.dtype == DType::F32);
+        let i = i.ok_or_else(|| Error::Arg { name: name.into(), rule: "is not an f32 input of the program".into() })?;
+        let dims = t_dims(&self.tensors[i]);
+        self.tensors[i] = Dyn::F32(Tensor::from_host(stream, values, &dims)?);
+        self.host_inputs.insert(name.to_string(), values.iter().map(|&v| v as f64).collect());
+        Ok(())
+    }
+
     /// One launch of `kernel` on these tensors.
     pub fn launch(&mut self, stream: &Stream, kernel: &Kernel, program: &Program) -> Result<(), Error> {
         let params = program.tensor_params();

@@ -5,3 +5,4 @@ pub mod backward;
 pub mod block;
 pub mod harness;
 pub mod programs;
+pub mod suite;

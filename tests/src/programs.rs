@@ -77,3 +77,20 @@ pub fn rank_one_stores(acc: Acc, r: PerRow<f32>, eps: Scalar, gamma: PerCol<bf16
     let g2 = gamma * gamma + 1.0;
     (y, r2, g2)
 }
+
+#[coda::epilogue]
+/// A plain GEMM `A · Bᵀ`, bf16 out: our CUTLASS mainloop without an
+/// epilogue, the second baseline of `coda bench`.
+pub fn linear(acc: Acc) -> Tile<bf16> {
+    let y = acc;
+    y
+}
+
+#[coda::epilogue]
+/// SwiGLU over interleaved (gate, up) columns without a row scale:
+/// `[M, 2n]` accumulator → `[M, n]`.
+pub fn swiglu(acc: Acc) -> HalfTile<bf16> {
+    let (g, u) = unpair(acc);
+    let y = silu(g) * u;
+    y
+}
