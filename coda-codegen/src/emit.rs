@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use coda_dsl::ir::{BLayout, BinaryOp, DType, NodeId, Op, Program, Schedule, Shape, UnaryOp};
+use coda_dsl::ir::{BLayout, BinaryOp, DType, NodeId, Op, Program, Schedule, Shape, UnaryOp, Width};
 
 use crate::plan::{EvtKind, Plan, plan};
 
@@ -232,7 +232,11 @@ fn emit_functor(s: &mut String, p: &Program, plan: &Plan, root: NodeId, name: &s
     let _ = writeln!(s, "// {origin}");
     let _ = writeln!(s, "template <class F>\nstruct Compute_{name} {{");
     let _ = writeln!(s, "  CUTLASS_HOST_DEVICE F operator()({params}) const {{");
-    let _ = writeln!(s, "    F out;\n    CUTLASS_PRAGMA_UNROLL\n    for (int i = 0; i < F::kElements; ++i) {{");
+    // A half-width value sits duplicated in both slots of its column pair:
+    // compute it once per pair.
+    let half = p.widths()[root] == Width::Half;
+    let step = if half { "i += 2" } else { "++i" };
+    let _ = writeln!(s, "    F out;\n    CUTLASS_PRAGMA_UNROLL\n    for (int i = 0; i < F::kElements; {step}) {{");
     // Inlined nodes reachable from root (stopping at materialized ones), in IR order.
     let mut inline = vec![false; p.nodes.len()];
     let mut stack = p.nodes[root].op.operands();
@@ -259,6 +263,9 @@ fn emit_functor(s: &mut String, p: &Program, plan: &Plan, root: NodeId, name: &s
         let _ = writeln!(s, "      float const t{id} = {};", code(&p.nodes[id].op));
     }
     let _ = writeln!(s, "      out[i] = {};", code(&p.nodes[root].op));
+    if half {
+        let _ = writeln!(s, "      out[i + 1] = out[i];");
+    }
     let _ = writeln!(s, "    }}\n    return out;\n  }}\n}};\n");
 }
 
@@ -278,8 +285,8 @@ fn expr(op: &Op, r: &dyn Fn(NodeId) -> String) -> String {
                 UnaryOp::Rsqrt => format!("coda::math::rsqrt({a})"),
                 UnaryOp::Sigmoid => format!("coda::math::sigmoid({a})"),
                 UnaryOp::Silu => format!("coda::math::silu({a})"),
-                UnaryOp::Cos => format!("cosf({a})"),
-                UnaryOp::Sin => format!("sinf({a})"),
+                UnaryOp::Cos => format!("coda::math::cos({a})"),
+                UnaryOp::Sin => format!("coda::math::sin({a})"),
             }
         }
         Op::Binary(b, x, y) => {

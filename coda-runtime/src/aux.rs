@@ -2,39 +2,41 @@
 //! one small deterministic kernel (fixed summation order, no atomics) on the
 //! stream, reading only the partials, never a full activation.
 
-use cudarc::driver::{DevicePtr, DevicePtrMut};
+use crate::{AnyTensor, Element, Error, Stream, TensorMut, TensorRef};
 
-use crate::{Element, Error, Stream, Tensor};
-
-fn rank2(name: &str, t: &Tensor<f32>, what: &str) -> Result<(usize, usize), Error> {
-    match *t.shape() {
+fn rank2(name: &str, t: &dyn AnyTensor, what: &str) -> Result<(usize, usize), Error> {
+    match *t.dims() {
         [a, b] if a > 0 && b > 0 => Ok((a, b)),
-        _ => Err(Error::arg(name, format!("must be {what}, got shape {:?}", t.shape()))),
+        _ => Err(Error::arg(name, format!("must be {what}, got shape {:?}", t.dims()))),
     }
 }
 
-fn vector<T: Element>(name: &str, t: &Tensor<T>, len: usize) -> Result<(), Error> {
-    if t.shape() == [len] {
+fn len(t: &dyn AnyTensor) -> usize {
+    t.dims().iter().product()
+}
+
+fn vector(name: &str, t: &dyn AnyTensor, len: usize) -> Result<(), Error> {
+    if t.dims() == [len] {
         Ok(())
     } else {
-        Err(Error::arg(name, format!("must be [{len}], got shape {:?}", t.shape())))
+        Err(Error::arg(name, format!("must be [{len}], got shape {:?}", t.dims())))
     }
 }
 
-fn same_stream<T: Element>(stream: &Stream, name: &str, t: &Tensor<T>) -> Result<(), Error> {
-    if std::sync::Arc::ptr_eq(t.slice().stream(), stream.cuda()) {
+fn same_stream(stream: &Stream, name: &str, t: &dyn AnyTensor) -> Result<(), Error> {
+    if t.on_stream(stream) {
         Ok(())
     } else {
         Err(Error::arg(name, "was allocated on another stream; use tensors of the launch stream"))
     }
 }
 
-fn ptr<T: Element>(stream: &Stream, t: &Tensor<T>) -> *const T {
-    t.slice().device_ptr(stream.cuda()).0 as *const T
+fn ptr<T: Element>(stream: &Stream, t: &dyn TensorRef<T>) -> *const T {
+    t.address(stream) as *const T
 }
 
-fn ptr_mut<T: Element>(stream: &Stream, t: &mut Tensor<T>) -> *mut T {
-    t.slice_mut().device_ptr_mut(stream.cuda()).0 as *mut T
+fn ptr_mut<T: Element>(stream: &Stream, t: &mut dyn TensorMut<T>) -> *mut T {
+    t.address(stream) as *mut T
 }
 
 fn launched(stream: &Stream, kernel: &'static str, code: i32) -> Result<(), Error> {
@@ -43,7 +45,7 @@ fn launched(stream: &Stream, kernel: &'static str, code: i32) -> Result<(), Erro
 }
 
 /// The rows `M` a `[n_tiles, m_pad]` row-partials tensor is finished for, checked against `out` `[M]`.
-fn row_partials(partials: &Tensor<f32>, out_name: &str, m: usize) -> Result<(usize, usize), Error> {
+fn row_partials(partials: &dyn AnyTensor, out_name: &str, m: usize) -> Result<(usize, usize), Error> {
     let (n_tiles, m_pad) = rank2("partials", partials, "[n_tiles, m_pad] row partials")?;
     if m == 0 || m > m_pad {
         return Err(Error::arg(out_name, format!("length M = {m} must be in 1..={m_pad} (the partials' rows)")));
@@ -54,8 +56,8 @@ fn row_partials(partials: &Tensor<f32>, out_name: &str, m: usize) -> Result<(usi
 /// RMSNorm's inverse RMS from row-sum-of-squares partials:
 /// `r[m] = rsqrt(Σ_t partials[t, m] / d + eps)`; `partials` is a `RowPartial`
 /// output `[n_tiles, m_pad]` and `r` is `[M]`.
-pub fn rms_from_partials(stream: &Stream, partials: &Tensor<f32>, d: usize, eps: f32, r: &mut Tensor<f32>) -> Result<(), Error> {
-    let m = r.len();
+pub fn rms_from_partials(stream: &Stream, partials: &dyn TensorRef<f32>, d: usize, eps: f32, r: &mut dyn TensorMut<f32>) -> Result<(), Error> {
+    let m = len(r);
     vector("r", r, m)?;
     let (n_tiles, m_pad) = row_partials(partials, "r", m)?;
     if d == 0 {
@@ -73,8 +75,8 @@ pub fn rms_from_partials(stream: &Stream, partials: &Tensor<f32>, d: usize, eps:
 }
 
 /// Plain row sums: `out[m] = scale · Σ_t partials[t, m]` (e.g. `s = (1/d) Σ dy ⊙ y`).
-pub fn row_sums(stream: &Stream, partials: &Tensor<f32>, scale: f32, out: &mut Tensor<f32>) -> Result<(), Error> {
-    let m = out.len();
+pub fn row_sums(stream: &Stream, partials: &dyn TensorRef<f32>, scale: f32, out: &mut dyn TensorMut<f32>) -> Result<(), Error> {
+    let m = len(out);
     vector("out", out, m)?;
     let (n_tiles, m_pad) = row_partials(partials, "out", m)?;
     same_stream(stream, "partials", partials)?;
@@ -89,11 +91,11 @@ pub fn row_sums(stream: &Stream, partials: &Tensor<f32>, scale: f32, out: &mut T
 
 /// Column sums over M-tiles: `out[n] = Σ_t partials[t, n]`, from a `ColPartial`
 /// output `[m_tiles, n_pad]` (e.g. `dγ`); `out` is `[N]`.
-pub fn col_sums(stream: &Stream, partials: &Tensor<f32>, out: &mut Tensor<f32>) -> Result<(), Error> {
+pub fn col_sums(stream: &Stream, partials: &dyn TensorRef<f32>, out: &mut dyn TensorMut<f32>) -> Result<(), Error> {
     let (m_tiles, n_pad) = rank2("partials", partials, "[m_tiles, n_pad] column partials")?;
-    let n = out.len();
-    if n == 0 || n > n_pad || out.shape() != [n] {
-        return Err(Error::arg("out", format!("must be [N] with 1 ≤ N ≤ {n_pad}, got shape {:?}", out.shape())));
+    let n = len(out);
+    if n == 0 || n > n_pad || out.dims() != [n] {
+        return Err(Error::arg("out", format!("must be [N] with 1 ≤ N ≤ {n_pad}, got shape {:?}", out.dims())));
     }
     same_stream(stream, "partials", partials)?;
     same_stream(stream, "out", out)?;
@@ -105,12 +107,12 @@ pub fn col_sums(stream: &Stream, partials: &Tensor<f32>, out: &mut Tensor<f32>) 
 }
 
 /// Log-sum-exp per row from `LsePartial` output `[2, n_tiles, m_pad]`; `lse` is `[M]`.
-pub fn lse_from_partials(stream: &Stream, partials: &Tensor<f32>, lse: &mut Tensor<f32>) -> Result<(), Error> {
-    let m = lse.len();
+pub fn lse_from_partials(stream: &Stream, partials: &dyn TensorRef<f32>, lse: &mut dyn TensorMut<f32>) -> Result<(), Error> {
+    let m = len(lse);
     vector("lse", lse, m)?;
-    let (n_tiles, m_pad) = match *partials.shape() {
+    let (n_tiles, m_pad) = match *partials.dims() {
         [2, t, p] if t > 0 && p > 0 => (t, p),
-        _ => return Err(Error::arg("partials", format!("must be [2, n_tiles, m_pad], got shape {:?}", partials.shape()))),
+        _ => return Err(Error::arg("partials", format!("must be [2, n_tiles, m_pad], got shape {:?}", partials.dims()))),
     };
     if m == 0 || m > m_pad {
         return Err(Error::arg("lse", format!("length M = {m} must be in 1..={m_pad} (the partials' rows)")));
@@ -129,14 +131,14 @@ pub fn lse_from_partials(stream: &Stream, partials: &Tensor<f32>, lse: &mut Tens
 /// rows (e.g. target −100), and `mean` `[1]` over the non-ignored rows (NaN if none).
 pub fn cross_entropy_loss(
     stream: &Stream,
-    lse: &Tensor<f32>,
-    target_logit: &Tensor<f32>,
-    targets: &Tensor<i32>,
+    lse: &dyn TensorRef<f32>,
+    target_logit: &dyn TensorRef<f32>,
+    targets: &dyn TensorRef<i32>,
     n_classes: usize,
-    loss: &mut Tensor<f32>,
-    mean: &mut Tensor<f32>,
+    loss: &mut dyn TensorMut<f32>,
+    mean: &mut dyn TensorMut<f32>,
 ) -> Result<(), Error> {
-    let m = lse.len();
+    let m = len(lse);
     if m == 0 {
         return Err(Error::arg("lse", "must have at least one row"));
     }
@@ -160,8 +162,8 @@ pub fn cross_entropy_loss(
 
 /// The loss gradient of each row for the mean cross-entropy: `w[m] = 1 / n_valid`
 /// for rows whose target is in `[0, n_classes)`, 0 for ignored rows (`w` is `[M]`).
-pub fn cross_entropy_row_weights(stream: &Stream, targets: &Tensor<i32>, n_classes: usize, w: &mut Tensor<f32>) -> Result<(), Error> {
-    let m = targets.len();
+pub fn cross_entropy_row_weights(stream: &Stream, targets: &dyn TensorRef<i32>, n_classes: usize, w: &mut dyn TensorMut<f32>) -> Result<(), Error> {
+    let m = len(targets);
     if m == 0 {
         return Err(Error::arg("targets", "must have at least one row"));
     }

@@ -8,7 +8,7 @@ use coda_runtime::bf16;
 use coda_runtime::dsl::interp::{self, Inputs, Precision};
 use coda_runtime::llama::layout::{interleave_gate_up, qkv_from_checkpoint, rope_pairs_adjacent, rope_pairs_half, split_gate_up};
 use coda_runtime::llama::programs::{
-    linear_cross_entropy, linear_cross_entropy_backward, linear_dswiglu, linear_residual_rms_partial, linear_rowscale_rope,
+    cross_entropy_grad, linear_cross_entropy, linear_cross_entropy_backward, linear_cross_entropy_save, linear_dswiglu, linear_residual_rms_partial, linear_rowscale_rope,
     linear_rowscale_swiglu_save, matmul, rms_input, rmsnorm_backward, rmsnorm_backward_head, rope_backward,
 };
 use coda_runtime::llama::reference::{Path, backward_rows, forward_rows, head_rows};
@@ -294,8 +294,17 @@ fn reparameterised_head_equals_the_standard_tail_in_f64() {
     let loss: Vec<f64> = (0..m).map(|i| if targets[i] >= 0 { lse[i] - b["target_logit"][i] } else { 0.0 }).collect();
     let weights: Vec<f64> = targets.iter().map(|&t| if t >= 0 { 1.0 / valid } else { 0.0 }).collect();
     let ceb = linear_cross_entropy_backward::program();
-    let g = run(&ceb, v, logits_acc, vec![("r", r.clone()), ("lse", lse.clone()), ("target", t64), ("w", weights)]);
+    let g = run(&ceb, v, logits_acc.clone(), vec![("r", r.clone()), ("lse", lse.clone()), ("target", t64.clone()), ("w", weights.clone())]);
     let s = row_sums(&g["dot"], ceb.n_tiles(v), 1.0 / d as f64);
+    // The fused training path: the forward keeps the logits, a map program takes the gradient.
+    let saved = run(&linear_cross_entropy_save::program(), v, logits_acc, vec![("r", r.clone()), ("target", t64.clone())]);
+    let lse_saved = interp::lse_from_partials(&saved["lse"], ce.n_tiles(v));
+    let grad = cross_entropy_grad::program();
+    let g2 = run(&grad, v, vec![], vec![("logits", saved["logits"].clone()), ("lse", lse_saved.clone()), ("target", t64), ("w", weights)]);
+    assert_close("lse (saved logits)", &lse_saved, &std.lse);
+    assert_close("target logit (saved logits)", &saved["target_logit"], &b["target_logit"]);
+    assert_close("dlogits from saved logits", &g2["dlogits"], &g["dlogits"]);
+    assert_close("s from saved logits", &row_sums(&g2["dot"], grad.n_tiles(v), 1.0 / d as f64), &std.s);
     let h = run(
         &rmsnorm_backward_head::program(),
         d,

@@ -13,7 +13,7 @@ use coda_runtime::llama::reference::{BackwardRows, Path, WeightGrads, backward_r
 use coda_runtime::llama::{
     BACKWARD_LAUNCHES, BackwardState, BlockConfig, BlockGrads, BlockState, BlockWeights, FORWARD_LAUNCHES, HEAD_FORWARD_LAUNCHES,
     HeadBackwardState, HeadGrads, HeadState, HeadWeights, block_backward, block_forward, head_backward, head_backward_launches,
-    head_forward,
+    head_forward, head_forward_backward, head_forward_backward_launches,
 };
 use coda_runtime::{Error, Launches, Stream, Tensor, bf16};
 use llama_norm::host::{Check, Rng, to_f64};
@@ -156,8 +156,10 @@ pub fn backward_case(stream: &Stream, c: &BlockConfig, m: usize, extra_rows: usi
     Ok(Report { rows_checked: rows.len(), checks, repeat_bitwise })
 }
 
-/// The LM-head tail forward and backward at `m` tokens, vocabulary `v`.
-pub fn head_case(stream: &Stream, d: usize, v: usize, m: usize, chunk_rows: usize, sample: usize, seed: u64, full: bool) -> Result<Report, Error> {
+/// The LM-head tail forward and backward at `m` tokens, vocabulary `v`:
+/// `head_forward` then `head_backward`, or with `fused` `head_forward_backward`.
+#[allow(clippy::too_many_arguments)]
+pub fn head_case(stream: &Stream, d: usize, v: usize, m: usize, chunk_rows: usize, sample: usize, seed: u64, full: bool, fused: bool) -> Result<Report, Error> {
     let mut rng = Rng::new(seed);
     let s = (3.0 / d as f64).sqrt();
     let (x_h, gamma_h, w_h) = (rng.bf16s(m * d, -1.0, 1.0), rng.bf16s(d, 0.5, 1.5), rng.bf16s(v * d, -s, s));
@@ -172,8 +174,12 @@ pub fn head_case(stream: &Stream, d: usize, v: usize, m: usize, chunk_rows: usiz
     let mut run = |fs: &mut HeadState, g: &mut HeadGrads| -> Result<Vec<Vec<f64>>, Error> {
         fs.poison(stream)?;
         g.poison(stream)?;
-        head_forward(stream, &h, &x, &targets, fs)?;
-        head_backward(stream, &h, &x, &targets, fs, &mut bs, g)?;
+        if fused {
+            head_forward_backward(stream, &h, &x, &targets, fs, &mut bs, g)?;
+        } else {
+            head_forward(stream, &h, &x, &targets, fs)?;
+            head_backward(stream, &h, &x, &targets, fs, &mut bs, g)?;
+        }
         let f = |t: &Tensor<f32>| t.to_host(stream).map(|v| f32s(&v));
         Ok(vec![f(&fs.loss)?, f(&fs.lse)?, to_f64(&g.dx.to_host(stream)?), f(&fs.mean)?, f(&g.dgamma)?, f(&g.dw)?])
     };
@@ -230,7 +236,10 @@ pub fn launch_counts(stream: &Stream) -> Result<Vec<(&'static str, Launches, Lau
     let t3 = stream.launches();
     out.push(("head_forward", t3 - t2, HEAD_FORWARD_LAUNCHES));
     head_backward(stream, &h, &fs.x2, &targets, &hs, &mut hb, &mut hg)?;
-    out.push(("head_backward (4 chunks)", stream.launches() - t3, head_backward_launches(hb.chunks())));
+    let t4 = stream.launches();
+    out.push(("head_backward (4 chunks)", t4 - t3, head_backward_launches(hb.chunks())));
+    head_forward_backward(stream, &h, &fs.x2, &targets, &mut hs, &mut hb, &mut hg)?;
+    out.push(("head_forward_backward (4)", stream.launches() - t4, head_forward_backward_launches(hb.chunks())));
     stream.synchronize()?;
     Ok(out)
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use coda_runtime::blas::Cublas;
 use coda_runtime::dsl::Program;
 use coda_runtime::llama::programs::{linear_residual_rms_partial, linear_rowscale_rope, linear_rowscale_swiglu};
-use coda_runtime::llama::{HeadBackwardState, HeadGrads, HeadState, HeadWeights, head_backward, head_forward};
+use coda_runtime::llama::{HeadBackwardState, HeadGrads, HeadState, HeadWeights, head_forward, head_forward_backward};
 use coda_runtime::{Error, Kernel, Stream, Tensor, bench, bf16};
 use llama_norm::host::Rng;
 use serde::Serialize;
@@ -137,11 +137,7 @@ fn lm_head(stream: &Stream, blas: &Cublas, m: usize, d: usize, v: usize, samples
     let mut cutlass_fwd = |_: usize| linear::launch(stream, linear::Args { a: &fs.borrow().u, b: &h.w, y: &mut *logits.borrow_mut() });
     let r = reps(2.0 * (m * v * d) as f64);
     let t = bench::interleaved(stream, Duration::from_secs(1), samples, r, &mut [&mut fused_fwd, &mut cublas_fwd, &mut cutlass_fwd])?;
-    let mut fused_both = |_: usize| {
-        let mut f = fs.borrow_mut();
-        head_forward(stream, &h, &x, &targets, &mut f)?;
-        head_backward(stream, &h, &x, &targets, &f, &mut bs.borrow_mut(), &mut g.borrow_mut())
-    };
+    let mut fused_both = |_: usize| head_forward_backward(stream, &h, &x, &targets, &mut fs.borrow_mut(), &mut bs.borrow_mut(), &mut g.borrow_mut());
     let mut cublas_both = |_: usize| {
         let (f, mut l) = (fs.borrow(), logits.borrow_mut());
         blas.linear(stream, &f.u, &h.w, &mut *l)?;

@@ -77,9 +77,17 @@ fn main() {
     // The backward at the same shapes (sampled rows and whole M-tiles), and
     // complete (every row, every weight gradient) at a small ragged shape.
     let small = block::config(256, 512);
-    // The LM-head tail: (d, V, M, chunk rows, complete?).
-    let heads: &[(usize, usize, usize, usize, bool)] =
-        if quick { &[(256, 4096, 1000, 256, true)] } else { &[(256, 4096, 1000, 256, true), (2048, 32768, 16384, 4096, false)] };
+    // The LM-head tail: (d, V, M, chunk rows, complete?, fused forward+backward?).
+    let heads: &[(usize, usize, usize, usize, bool, bool)] = if quick {
+        &[(256, 4096, 1000, 256, true, false), (256, 4096, 1000, 256, true, true)]
+    } else {
+        &[
+            (256, 4096, 1000, 256, true, false),
+            (256, 4096, 1000, 256, true, true),
+            (2048, 32768, 16384, 4096, false, false),
+            (2048, 32768, 16384, 4096, false, true),
+        ]
+    };
     let stream = match Stream::new(0) {
         Ok(s) => s,
         Err(e) => {
@@ -129,10 +137,11 @@ fn main() {
     run.case("block backward d=256 ffn=512 heads 2x128 kv 1, M=1000, every row and weight".into(), || {
         backward::backward_case(&stream, &small, 1000, 0, 23, true)
     });
-    for &(d, v, m, chunk, full) in heads {
+    for &(d, v, m, chunk, full, fused) in heads {
         let what = if full { "every row and weight" } else { "sampled rows" };
-        run.case(format!("LM head fwd+bwd d={d} V={v} M={m} chunks of {chunk}, {what}"), || {
-            backward::head_case(&stream, d, v, m, chunk, 96, 24, full)
+        let how = if fused { "head_forward_backward" } else { "head_forward + head_backward" };
+        run.case(format!("LM head {how} d={d} V={v} M={m} chunks of {chunk}, {what}"), || {
+            backward::head_case(&stream, d, v, m, chunk, 96, 24, full, fused)
         });
     }
     run.outcome("launches per op (fused GEMM, aux, cuBLAS)".into(), || {

@@ -11,10 +11,16 @@
 //! onehot) / n_valid` and `Σ dlogits ⊙ logits` partials → `s`; then `dx`
 //! from `dlogits · W` with the norm's backward in its epilogue (`dγ`
 //! partials, `x̂ ⊙ γ`), and `dW += dlogitsᵀ · (x̂ ⊙ γ)` in f32.
+//!
+//! Training calls both at once: [`head_forward_backward`] keeps each chunk's
+//! logits (bf16) from the forward GEMM's epilogue and takes the gradient from
+//! them with a map program, so the head GEMM runs once, not twice.
+
+use std::ops::Range;
 
 use super::programs::{
-    linear_cross_entropy as ce_forward, linear_cross_entropy_backward as ce_backward, rms_input,
-    rmsnorm_backward_head as norm_backward,
+    cross_entropy_grad as ce_grad, linear_cross_entropy as ce_forward, linear_cross_entropy_backward as ce_backward,
+    linear_cross_entropy_save as ce_save, rms_input, rmsnorm_backward_head as norm_backward,
 };
 use crate::blas::Cublas;
 use crate::{Error, Launches, Stream, Tensor, aux, bf16};
@@ -25,6 +31,11 @@ pub const HEAD_FORWARD_LAUNCHES: Launches = Launches { fused: 2, aux: 3, blas: 0
 /// Launches of [`head_backward`] with `chunks` row chunks.
 pub fn head_backward_launches(chunks: usize) -> Launches {
     Launches { fused: 2 * chunks, aux: 2 + chunks, blas: chunks }
+}
+
+/// Launches of [`head_forward_backward`] with `chunks` row chunks.
+pub fn head_forward_backward_launches(chunks: usize) -> Launches {
+    Launches { fused: 1 + 3 * chunks, aux: 4 + 2 * chunks, blas: chunks }
 }
 
 /// The final norm's weight and the LM head `[V, d]` (a `Linear` weight).
@@ -138,6 +149,9 @@ impl HeadGrads {
 /// The buffers of one chunk of `rows` rows.
 struct Chunk {
     rows: usize,
+    /// The logits, kept by [`head_forward_backward`].
+    logits: Tensor<bf16>,
+    lse_partials: Tensor<f32>,
     dlogits: Tensor<bf16>,
     s_partials: Tensor<f32>,
     s: Tensor<f32>,
@@ -147,8 +161,11 @@ struct Chunk {
 impl Chunk {
     fn new(stream: &Stream, h: &HeadWeights, rows: usize) -> Result<Chunk, Error> {
         let (tm, tn) = (ce_backward::TILE_M, ce_backward::TILE_N);
+        let (sm, sn) = (ce_save::TILE_M, ce_save::TILE_N);
         Ok(Chunk {
             rows,
+            logits: Tensor::zeros(stream, &[rows, h.vocab()])?,
+            lse_partials: Tensor::zeros(stream, &[2, h.vocab().div_ceil(sn), rows.div_ceil(sm) * sm])?,
             dlogits: Tensor::zeros(stream, &[rows, h.vocab()])?,
             s_partials: Tensor::zeros(stream, &[h.vocab().div_ceil(tn), rows.div_ceil(tm) * tm])?,
             s: Tensor::zeros(stream, &[rows])?,
@@ -156,8 +173,13 @@ impl Chunk {
         })
     }
 
+    /// The buffers for a chunk of `rows` rows: the full chunk's or the short last one's.
+    fn pick<'a>(full: &'a mut Chunk, last: &'a mut Option<Chunk>, rows: usize) -> &'a mut Chunk {
+        if rows == full.rows { full } else { last.as_mut().expect("allocated for the short chunk") }
+    }
+
     fn bytes(&self) -> usize {
-        2 * (self.dlogits.len() + self.xg.len()) + 4 * (self.s_partials.len() + self.s.len())
+        2 * (self.logits.len() + self.dlogits.len() + self.xg.len()) + 4 * (self.lse_partials.len() + self.s_partials.len() + self.s.len())
     }
 }
 
@@ -174,7 +196,8 @@ pub struct HeadBackwardState {
 }
 
 impl HeadBackwardState {
-    /// Buffers for `tokens` rows in chunks of `chunk_rows` (a multiple of 256).
+    /// Buffers for `tokens` rows in chunks of `chunk_rows` (a multiple of 256):
+    /// two `chunk_rows × V` bf16 buffers (logits and their gradient) per chunk shape.
     pub fn new(stream: &Stream, h: &HeadWeights, tokens: usize, chunk_rows: usize) -> Result<HeadBackwardState, Error> {
         if chunk_rows == 0 || chunk_rows % 256 != 0 {
             return Err(Error::arg("chunk_rows", format!("{chunk_rows} must be a positive multiple of 256")));
@@ -196,6 +219,13 @@ impl HeadBackwardState {
     pub fn chunks(&self) -> usize {
         self.tokens.div_ceil(self.chunk_rows)
     }
+
+    fn chunk_ranges(&self) -> impl Iterator<Item = Range<usize>> + use<> {
+        let (m, step) = (self.tokens, self.chunk_rows);
+        (0..m).step_by(step).map(move |r0| r0..(r0 + step).min(m))
+    }
+
+
 
     /// Device bytes of the chunk buffers: what the backward holds beyond its
     /// inputs and outputs, `O(chunk_rows · V)`.
@@ -220,41 +250,115 @@ pub fn head_backward(
         return Err(Error::arg("bs", format!("backward buffers must be for the forward's {m} tokens")));
     }
     aux::cross_entropy_row_weights(stream, targets, h.vocab(), &mut bs.row_weights)?;
-    let tm = norm_backward::TILE_M;
-    for (i, r0) in (0..m).step_by(bs.chunk_rows).enumerate() {
-        let r1 = (r0 + bs.chunk_rows).min(m);
-        let rows = r0..r1;
-        let c = if r1 - r0 == bs.full.rows { &mut bs.full } else { bs.last.as_mut().expect("allocated for the short chunk") };
-        let (r, lse) = (fwd.r.rows(rows.clone())?, fwd.lse.rows(rows.clone())?);
+    for (i, rows) in bs.chunk_ranges().enumerate() {
+        let c = Chunk::pick(&mut bs.full, &mut bs.last, rows.len());
         ce_backward::launch(
             stream,
             ce_backward::Args {
                 a: &fwd.u.rows(rows.clone())?,
                 b: &h.w,
-                r: &r,
-                lse: &lse,
+                r: &fwd.r.rows(rows.clone())?,
+                lse: &fwd.lse.rows(rows.clone())?,
                 target: &targets.rows(rows.clone())?,
                 w: &bs.row_weights.rows(rows.clone())?,
                 dlogits: &mut c.dlogits,
                 dot: &mut c.s_partials,
             },
         )?;
-        aux::row_sums(stream, &c.s_partials, 1.0 / h.hidden() as f32, &mut c.s)?;
-        norm_backward::launch(
-            stream,
-            norm_backward::Args {
-                a: &c.dlogits,
-                b: &h.w,
-                h: &x.rows(rows.clone())?,
-                r: &r,
-                s: &c.s,
-                gamma: &h.gamma,
-                dx: &mut g.dx.rows_mut(rows.clone())?,
-                dgamma: &mut bs.dgamma_partials.rows_mut(r0 / tm..r1.div_ceil(tm))?,
-                xg: &mut c.xg,
-            },
-        )?;
-        bs.blas.weight_grad(stream, &c.dlogits, &c.xg, &mut g.dw, i > 0)?;
+        input_and_weight_grads(stream, h, x, fwd, bs, rows, i == 0, g)?;
     }
     aux::col_sums(stream, &bs.dgamma_partials, &mut g.dgamma)
+}
+
+/// Forward and backward of the tail for the mean loss in one pass over row
+/// chunks: the head GEMM's epilogue keeps the chunk's logits beside the
+/// log-sum-exp partials, and the gradient comes from them (a map program),
+/// so each chunk runs the head GEMM once. Writes everything [`head_forward`]
+/// and [`head_backward`] do.
+pub fn head_forward_backward(
+    stream: &Stream,
+    h: &HeadWeights,
+    x: &Tensor<bf16>,
+    targets: &Tensor<i32>,
+    fs: &mut HeadState,
+    bs: &mut HeadBackwardState,
+    g: &mut HeadGrads,
+) -> Result<(), Error> {
+    let m = fs.tokens;
+    if x.shape() != [m, h.hidden()] {
+        return Err(Error::arg("x", format!("shape {:?} must be [{m}, {}]", x.shape(), h.hidden())));
+    }
+    if bs.tokens != m || g.dx.shape() != [m, h.hidden()] {
+        return Err(Error::arg("bs", format!("backward buffers must be for the forward's {m} tokens")));
+    }
+    rms_input::launch(stream, rms_input::Args { x, gamma: &h.gamma, u: &mut fs.u, sq: &mut fs.sq_partials })?;
+    aux::rms_from_partials(stream, &fs.sq_partials, h.hidden(), h.eps, &mut fs.r)?;
+    aux::cross_entropy_row_weights(stream, targets, h.vocab(), &mut bs.row_weights)?;
+    for (i, rows) in bs.chunk_ranges().enumerate() {
+        let c = Chunk::pick(&mut bs.full, &mut bs.last, rows.len());
+        let target = targets.rows(rows.clone())?;
+        ce_save::launch(
+            stream,
+            ce_save::Args {
+                a: &fs.u.rows(rows.clone())?,
+                b: &h.w,
+                r: &fs.r.rows(rows.clone())?,
+                target: &target,
+                logits: &mut c.logits,
+                lse: &mut c.lse_partials,
+                target_logit: &mut fs.target_logit.rows_mut(rows.clone())?,
+            },
+        )?;
+        aux::lse_from_partials(stream, &c.lse_partials, &mut fs.lse.rows_mut(rows.clone())?)?;
+        ce_grad::launch(
+            stream,
+            ce_grad::Args {
+                logits: &c.logits,
+                lse: &fs.lse.rows(rows.clone())?,
+                target: &target,
+                w: &bs.row_weights.rows(rows.clone())?,
+                dlogits: &mut c.dlogits,
+                dot: &mut c.s_partials,
+            },
+        )?;
+        input_and_weight_grads(stream, h, x, fs, bs, rows, i == 0, g)?;
+    }
+    aux::cross_entropy_loss(stream, &fs.lse, &fs.target_logit, targets, h.vocab(), &mut fs.loss, &mut fs.mean)?;
+    aux::col_sums(stream, &bs.dgamma_partials, &mut g.dgamma)
+}
+
+/// With a chunk's `dlogits` and `s` partials written: `s`, then `dx` and the
+/// `dγ` partials of its rows (the norm's backward in the epilogue of
+/// `dlogits · W`), and `dW (+)= dlogitsᵀ · (x̂ ⊙ γ)`.
+#[allow(clippy::too_many_arguments)]
+fn input_and_weight_grads(
+    stream: &Stream,
+    h: &HeadWeights,
+    x: &Tensor<bf16>,
+    fs: &HeadState,
+    bs: &mut HeadBackwardState,
+    rows: Range<usize>,
+    first: bool,
+    g: &mut HeadGrads,
+) -> Result<(), Error> {
+    let tm = norm_backward::TILE_M;
+    let (r0, r1) = (rows.start, rows.end);
+    let HeadBackwardState { dgamma_partials, blas, full, last, .. } = bs;
+    let c = Chunk::pick(full, last, rows.len());
+    aux::row_sums(stream, &c.s_partials, 1.0 / h.hidden() as f32, &mut c.s)?;
+    norm_backward::launch(
+        stream,
+        norm_backward::Args {
+            a: &c.dlogits,
+            b: &h.w,
+            h: &x.rows(rows.clone())?,
+            r: &fs.r.rows(rows.clone())?,
+            s: &c.s,
+            gamma: &h.gamma,
+            dx: &mut g.dx.rows_mut(rows)?,
+            dgamma: &mut dgamma_partials.rows_mut(r0 / tm..r1.div_ceil(tm))?,
+            xg: &mut c.xg,
+        },
+    )?;
+    blas.weight_grad(stream, &c.dlogits, &c.xg, &mut g.dw, !first)
 }

@@ -39,9 +39,10 @@ pub fn linear_rowscale_swiglu_save(acc: Acc, r: PerRow<f32>) -> (Tile<bf16>, Hal
 pub fn linear_rowscale_rope(acc: Acc, r: PerRow<f32>, pos: PerRow<f32>, freq: PerCol<f32>) -> Tile<bf16> {
     let q = acc * r;
     let (x0, x1) = unpair(q);
-    let angle = pos * freq;
-    let (c, _) = unpair(cos(angle));
-    let (s, _) = unpair(sin(angle));
+    // One angle per column pair: sin and cos once per pair, not per column.
+    let (angle, _) = unpair(pos * freq);
+    let c = cos(angle);
+    let s = sin(angle);
     let y = pair(x0 * c - x1 * s, x0 * s + x1 * c);
     y
 }
@@ -88,9 +89,9 @@ pub fn rmsnorm_backward_head(acc: Acc, h: Tile<bf16>, r: PerRow<f32>, s: PerRow<
 /// norm statistic `s` (rotation is orthogonal: `Σ dz ⊙ z = Σ dy ⊙ y`).
 pub fn rope_backward(dy: Tile<bf16>, y: Tile<bf16>, pos: PerRow<f32>, freq: PerCol<f32>) -> (Tile<bf16>, RowPartial<f32>) {
     let (g0, g1) = unpair(dy);
-    let angle = pos * freq;
-    let (c, _) = unpair(cos(angle));
-    let (s, _) = unpair(sin(angle));
+    let (angle, _) = unpair(pos * freq);
+    let c = cos(angle);
+    let s = sin(angle);
     let dz = pair(g0 * c + g1 * s, g1 * c - g0 * s);
     let dot = row_sum(dy * y);
     (dz, dot)
@@ -137,4 +138,25 @@ pub fn rms_input(x: Tile<bf16>, gamma: PerCol<bf16>) -> (Tile<bf16>, RowPartial<
 pub fn matmul(acc: Acc) -> Tile<bf16> {
     let y = acc;
     y
+}
+
+#[coda::epilogue]
+/// LM-head forward that keeps the logits (bf16) for `cross_entropy_grad`:
+/// `linear_cross_entropy` plus the logits `r ⊙ acc` themselves.
+pub fn linear_cross_entropy_save(acc: Acc, r: PerRow<f32>, target: PerRow<i32>)
+    -> (Tile<bf16>, LsePartial<f32>, PerRow<f32>) {
+    let logits = acc * r;
+    let lse = row_lse(logits);
+    let target_logit = gather(logits, target);
+    (logits, lse, target_logit)
+}
+
+#[coda::epilogue]
+/// Cross-entropy's gradient from saved logits (a map program): `dlogits =
+/// (softmax − onehot(target)) · w` and the `Σ dlogits ⊙ logits` partials.
+pub fn cross_entropy_grad(logits: Tile<bf16>, lse: PerRow<f32>, target: PerRow<i32>, w: PerRow<f32>)
+    -> (Tile<bf16>, RowPartial<f32>) {
+    let dlogits = (exp(logits - lse) - onehot(target)) * w;
+    let dot = row_sum(dlogits * logits);
+    (dlogits, dot)
 }

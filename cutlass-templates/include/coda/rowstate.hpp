@@ -51,6 +51,29 @@ CUTLASS_DEVICE cute::tuple<int, int> thread_origin(Args const& args) {
           int(N - get<1>(args.residue_tCcD)) - int(n) * int(tile_n)};
 }
 
+// Callbacks that know the global coordinates of their thread's fragment:
+// element e of subtile (epi_m, epi_n) lies at row0 + get<0>(tCcD(e)),
+// col0 + get<1>(tCcD(e)); `residue` masks elements past (M, N).
+template <class ThrCoords, class Residue, class P>
+struct CoordCallbacks : EmptyConsumerStoreCallbacks {
+  ThrCoords tCcD;
+  Residue residue;
+  int64_t row0, col0;
+  P params;
+
+  CUTLASS_DEVICE CoordCallbacks(ThrCoords c, Residue r, int64_t r0, int64_t c0, P p)
+      : tCcD(c), residue(r), row0(r0), col0(c0), params(p) {}
+};
+
+// Builds a node's `Callbacks` (a CoordCallbacks) for this thread.
+template <template <class, class> class Callbacks, class P, class Args>
+CUTLASS_DEVICE auto coord_callbacks(Args const& args, P params) {
+  auto [M, N, K, L] = args.problem_shape_mnkl;
+  int64_t r0 = int64_t(M - get<0>(args.residue_tCcD));
+  int64_t c0 = int64_t(N - get<1>(args.residue_tCcD));
+  return Callbacks<decltype(args.tCcD), decltype(args.residue_tCcD)>(args.tCcD, args.residue_tCcD, r0, c0, params);
+}
+
 // Merges (m2, s2) into (m1, s1): the running max and Σ exp(x − max).
 CUTLASS_DEVICE void lse_merge(float& m1, float& s1, float m2, float s2) {
   float m = fmaxf(m1, m2);
@@ -187,14 +210,13 @@ struct GatherPerRow : PlainNode<GatherArgs<TargetElement>> {
   Params const* params;
 
   template <class ThrCoords, class Residue>
-  struct Callbacks : EmptyConsumerStoreCallbacks {
-    ThrCoords tCcD;
-    Residue residue;
-    int64_t row0, col0;  // the thread's first element, global
-    Params const* params;
-
-    CUTLASS_DEVICE Callbacks(ThrCoords c, Residue r, int64_t r0, int64_t c0, Params const* p)
-        : tCcD(c), residue(r), row0(r0), col0(c0), params(p) {}
+  struct Callbacks : detail::CoordCallbacks<ThrCoords, Residue, Params const*> {
+    using detail::CoordCallbacks<ThrCoords, Residue, Params const*>::CoordCallbacks;
+    using detail::CoordCallbacks<ThrCoords, Residue, Params const*>::tCcD;
+    using detail::CoordCallbacks<ThrCoords, Residue, Params const*>::residue;
+    using detail::CoordCallbacks<ThrCoords, Residue, Params const*>::row0;
+    using detail::CoordCallbacks<ThrCoords, Residue, Params const*>::col0;
+    using detail::CoordCallbacks<ThrCoords, Residue, Params const*>::params;
 
     template <class ElementAcc, class ElementIn, int FragmentSize>
     CUTLASS_DEVICE cutlass::Array<ElementIn, FragmentSize> visit(cutlass::Array<ElementAcc, FragmentSize> const&, int epi_v, int epi_m,
@@ -222,10 +244,7 @@ struct GatherPerRow : PlainNode<GatherArgs<TargetElement>> {
   template <bool ReferenceSrc, class... Args>
   CUTLASS_DEVICE auto get_consumer_store_callbacks(ConsumerStoreArgs<Args...> const& args) {
     detail::assert_two_rows<decltype(args.tCcD)>();
-    auto [M, N, K, L] = args.problem_shape_mnkl;
-    int64_t r0 = int64_t(M - get<0>(args.residue_tCcD));
-    int64_t c0 = int64_t(N - get<1>(args.residue_tCcD));
-    return Callbacks<decltype(args.tCcD), decltype(args.residue_tCcD)>(args.tCcD, args.residue_tCcD, r0, c0, params);
+    return detail::coord_callbacks<Callbacks>(args, params);
   }
 };
 
@@ -251,14 +270,13 @@ struct OneHotPerRow : PlainNode<OneHotArgs<TargetElement>> {
   Params const* params;
 
   template <class ThrCoords, class Residue>
-  struct Callbacks : EmptyConsumerStoreCallbacks {
-    ThrCoords tCcD;
-    Residue residue;
-    int64_t row0, col0;  // the thread's first element, global
-    Params const* params;
-
-    CUTLASS_DEVICE Callbacks(ThrCoords c, Residue r, int64_t r0, int64_t c0, Params const* p)
-        : tCcD(c), residue(r), row0(r0), col0(c0), params(p) {}
+  struct Callbacks : detail::CoordCallbacks<ThrCoords, Residue, Params const*> {
+    using detail::CoordCallbacks<ThrCoords, Residue, Params const*>::CoordCallbacks;
+    using detail::CoordCallbacks<ThrCoords, Residue, Params const*>::tCcD;
+    using detail::CoordCallbacks<ThrCoords, Residue, Params const*>::residue;
+    using detail::CoordCallbacks<ThrCoords, Residue, Params const*>::row0;
+    using detail::CoordCallbacks<ThrCoords, Residue, Params const*>::col0;
+    using detail::CoordCallbacks<ThrCoords, Residue, Params const*>::params;
 
     template <class ElementAcc, int FragmentSize>
     CUTLASS_DEVICE cutlass::Array<float, FragmentSize> visit(cutlass::Array<ElementAcc, FragmentSize> const&, int epi_v,
@@ -284,10 +302,7 @@ struct OneHotPerRow : PlainNode<OneHotArgs<TargetElement>> {
   template <bool ReferenceSrc, class... Args>
   CUTLASS_DEVICE auto get_consumer_store_callbacks(ConsumerStoreArgs<Args...> const& args) {
     detail::assert_two_rows<decltype(args.tCcD)>();
-    auto [M, N, K, L] = args.problem_shape_mnkl;
-    int64_t r0 = int64_t(M - get<0>(args.residue_tCcD));
-    int64_t c0 = int64_t(N - get<1>(args.residue_tCcD));
-    return Callbacks<decltype(args.tCcD), decltype(args.residue_tCcD)>(args.tCcD, args.residue_tCcD, r0, c0, params);
+    return detail::coord_callbacks<Callbacks>(args, params);
   }
 };
 
@@ -317,14 +332,13 @@ struct RankOneStore : PlainNode<RankOneArgs<Element>> {
   Params const* params;
 
   template <class ThrCoords, class Residue>
-  struct Callbacks : EmptyConsumerStoreCallbacks {
-    ThrCoords tCcD;
-    Residue residue;
-    int64_t row0, col0;  // the thread's first element, global
-    Element* out;
-
-    CUTLASS_DEVICE Callbacks(ThrCoords c, Residue r, int64_t r0, int64_t c0, Element* o)
-        : tCcD(c), residue(r), row0(r0), col0(c0), out(o) {}
+  struct Callbacks : detail::CoordCallbacks<ThrCoords, Residue, Element*> {
+    using detail::CoordCallbacks<ThrCoords, Residue, Element*>::CoordCallbacks;
+    using detail::CoordCallbacks<ThrCoords, Residue, Element*>::tCcD;
+    using detail::CoordCallbacks<ThrCoords, Residue, Element*>::residue;
+    using detail::CoordCallbacks<ThrCoords, Residue, Element*>::row0;
+    using detail::CoordCallbacks<ThrCoords, Residue, Element*>::col0;
+    using detail::CoordCallbacks<ThrCoords, Residue, Element*>::params;
 
     template <class ElementAcc, class ElementIn, int FragmentSize>
     CUTLASS_DEVICE cutlass::Array<ElementIn, FragmentSize> visit(cutlass::Array<ElementAcc, FragmentSize> const&,
@@ -336,7 +350,7 @@ struct RankOneStore : PlainNode<RankOneArgs<Element>> {
       for (int i = 0; i < FragmentSize; ++i) {
         auto rc = coords(epi_v * FragmentSize + i);
         int64_t m = row0 + int64_t(get<0>(rc)), n = col0 + int64_t(get<1>(rc));
-        if ((Dim == 0 ? n : m) == 0 && elem_less(rc, residue)) out[Dim == 0 ? m : n] = cvt(x[i]);
+        if ((Dim == 0 ? n : m) == 0 && elem_less(rc, residue)) params[Dim == 0 ? m : n] = cvt(x[i]);
       }
       return x;
     }
@@ -344,11 +358,7 @@ struct RankOneStore : PlainNode<RankOneArgs<Element>> {
 
   template <bool ReferenceSrc, class... Args>
   CUTLASS_DEVICE auto get_consumer_store_callbacks(ConsumerStoreArgs<Args...> const& args) {
-    auto [M, N, K, L] = args.problem_shape_mnkl;
-    int64_t r0 = int64_t(M - get<0>(args.residue_tCcD));
-    int64_t c0 = int64_t(N - get<1>(args.residue_tCcD));
-    return Callbacks<decltype(args.tCcD), decltype(args.residue_tCcD)>(args.tCcD, args.residue_tCcD, r0, c0,
-                                                                        params->ptr);
+    return detail::coord_callbacks<Callbacks>(args, params->ptr);
   }
 };
 
