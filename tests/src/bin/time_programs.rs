@@ -1,7 +1,7 @@
 //! Times every test program next to a plain cuBLAS GEMM of the same shape,
 //! in one process (`coda_runtime::bench::interleaved`: warm-up, interleaved
 //! samples, medians, inputs rotated across sets larger than the L2).
-//! Needs an H100/H200; prints a table. `time_programs [--quick]`
+//! Needs an H100/H200; prints a table. `time_programs [--quick] [--programs-only]`
 
 use std::cell::RefCell;
 use std::time::Duration;
@@ -9,12 +9,19 @@ use std::time::Duration;
 use coda_runtime::blas::Cublas;
 use coda_runtime::dsl::Program;
 use coda_runtime::{Kernel, Stream, Tensor, bench, bf16};
-use coda_runtime::llama::programs::{linear_cross_entropy, linear_rowscale_swiglu, rmsnorm_backward};
+use coda_runtime::llama::programs::{
+    linear_cross_entropy, linear_residual_rms_partial, linear_rowscale_rope, linear_rowscale_swiglu, rmsnorm_backward,
+};
 use coda_tests::block;
 use coda_tests::harness::Setup;
 use coda_tests::programs::*;
 use llama_norm::host::Rng;
 use llama_norm::{residual_rms_partial, rowscale};
+
+/// `--programs-only`: skip the block timings (`coda bench` has them).
+fn args_skip_blocks() -> bool {
+    std::env::args().any(|a| a == "--programs-only")
+}
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
@@ -40,6 +47,20 @@ fn main() {
         ("rank_one_stores", &rank_one_stores::KERNEL, rank_one_stores::program(), (4096, 4096, 4096)),
         ("llama rmsnorm_backward", &rmsnorm_backward::KERNEL, rmsnorm_backward::program(), (4096, 4096, 4096)),
     ];
+    // The Llama forward ops against twins on the other schedule (cooperative 128×256 / ping-pong 128×128 c1×2).
+    let mut progs = progs;
+    for n in [4096, 8192] {
+        progs.extend([
+            ("llama residual_rms_partial", &linear_residual_rms_partial::KERNEL, linear_residual_rms_partial::program(), (n, n, n)),
+            ("  ping-pong twin", &residual_rms_partial_pp::KERNEL, residual_rms_partial_pp::program(), (n, n, n)),
+            ("llama rowscale_swiglu", &linear_rowscale_swiglu::KERNEL, linear_rowscale_swiglu::program(), (n, 2 * n, n)),
+            ("  cooperative twin", &rowscale_swiglu_coop::KERNEL, rowscale_swiglu_coop::program(), (n, 2 * n, n)),
+            ("llama rowscale_rope", &linear_rowscale_rope::KERNEL, linear_rowscale_rope::program(), (n, 3 * n, n)),
+            ("  ping-pong twin", &rowscale_rope_pp::KERNEL, rowscale_rope_pp::program(), (n, 3 * n, n)),
+            ("llama cross_entropy", &linear_cross_entropy::KERNEL, linear_cross_entropy::program(), (n, 32768, n)),
+            ("  cooperative twin", &cross_entropy_coop::KERNEL, cross_entropy_coop::program(), (n, 32768, n)),
+        ]);
+    }
     let (samples, reps) = if quick { (10, 5) } else { (30, 10) };
     println!("{:<22} {:>18} {:>10} {:>12} {:>7}", "program", "M,N,K", "fused ms", "cuBLAS ms", "ratio");
     for (name, kernel, program, (m, n, k)) in progs {
@@ -57,6 +78,9 @@ fn main() {
         let t = bench::interleaved(&stream, Duration::from_secs(1), samples, reps, &mut [&mut fused, &mut gemm])
             .expect("timing runs");
         println!("{name:<22} {:>18} {:>10.4} {:>12.4} {:>7.3}", format!("{m},{n},{k}"), t[0], t[1], t[0] / t[1]);
+    }
+    if args_skip_blocks() {
+        return;
     }
     println!("\nblock, 16384 tokens: fused vs the sum of its bare cuBLAS GEMMs (forward: 4; forward+backward: 4 + 4 input-gradient + 4 weight-gradient)");
     println!("{:>6} {:>7} {:>10} {:>10} {:>7} {:>12} {:>12} {:>7}", "d", "ffn", "fwd ms", "GEMMs ms", "ratio", "fwd+bwd ms", "GEMMs ms", "ratio");
