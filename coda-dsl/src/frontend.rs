@@ -145,6 +145,8 @@ struct Lowering {
     /// How many times each `let` / parameter name was read, to report unused ones.
     reads: HashMap<String, usize>,
     let_spans: Vec<(String, Span)>,
+    /// The CTA cluster (M, N), for rules that depend on it.
+    cluster: (usize, usize),
 }
 
 impl Lowering {
@@ -295,6 +297,15 @@ impl Lowering {
             }
             "row_sum" | "col_sum" | "row_lse" => {
                 arity(1)?;
+                if fname == "row_lse" && self.cluster != (1, 1) {
+                    // Its partials are written per tile; a cluster pads the grid
+                    // to a multiple of its shape with tiles past (M, N).
+                    return Err(syn::Error::new(
+                        span,
+                        "`row_lse` needs `cluster = (1, 1)`: with a larger cluster, the tiles that pad the grid \
+                         would write log-sum-exp partials past the output",
+                    ));
+                }
                 let a = self.elem(args[0])?;
                 if self.widths[a] == Width::Half {
                     return Err(syn::Error::new(
@@ -560,6 +571,7 @@ pub fn lower_fn(item: &ItemFn, config: Config) -> syn::Result<Program> {
         scope: HashMap::new(),
         reads: HashMap::new(),
         let_spans: vec![],
+        cluster: (config.cluster_m, config.cluster_n),
     };
     let mut input_spans = vec![];
     for arg in &sig.inputs {

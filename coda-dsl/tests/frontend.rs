@@ -54,6 +54,18 @@ fn config_attribute_is_parsed_and_checked() {
     assert!(bad.contains("pingpong schedule needs tile_m = 128"), "{bad}");
 }
 
+/// `row_lse` writes a partial per tile, so it refuses clusters, whose padding
+/// tiles lie past (M, N) when the tile count is not a multiple of the cluster.
+#[test]
+fn row_lse_refuses_clusters() {
+    let f: syn::ItemFn = syn::parse2(quote!(fn ce(acc: Acc) -> LsePartial<f32> { let l = row_lse(acc); l })).unwrap();
+    let cfg = parse_config(quote!(tile = (128, 128), cluster = (1, 2), schedule = pingpong)).unwrap();
+    let err = lower_fn(&f, cfg).unwrap_err().to_string();
+    assert!(err.contains("`row_lse` needs `cluster = (1, 1)`"), "{err}");
+    let one = parse_config(quote!(tile = (128, 128), schedule = pingpong)).unwrap();
+    assert!(lower_fn(&f, one).is_ok());
+}
+
 /// Each user error names the rule; spans are checked by the trybuild tests.
 #[test]
 fn user_errors_name_the_rule() {

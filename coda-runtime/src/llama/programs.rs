@@ -1,8 +1,8 @@
 //! The Llama block's epilogue programs, written in our own DSL and compiled
-//! by this crate's build script. The SwiGLU and cross-entropy forward ops run
-//! on the ping-pong 128×128 schedule, which overlaps one warpgroup's epilogue
-//! with the other's mainloop: measured faster than cooperative 128×256 at
-//! M=N=K 4096 and 8192 (bench/NOTES.md); the others measured no better there.
+//! by this crate's build script. The SwiGLU forward ops run on the ping-pong
+//! 128×128 schedule, which overlaps one warpgroup's epilogue with the other's
+//! mainloop: measured faster than cooperative 128×256 at M=N=K 4096 and 8192
+//! (bench/NOTES.md); `row_lse` programs need cluster 1×1 (not yet measured).
 
 use crate as coda;
 
@@ -50,7 +50,7 @@ pub fn linear_rowscale_rope(acc: Acc, r: PerRow<f32>, pos: PerRow<f32>, freq: Pe
     y
 }
 
-#[coda::epilogue(tile = (128, 128), cluster = (1, 2), schedule = pingpong)]
+#[coda::epilogue]
 /// LM-head forward: the deferred row scale, online log-sum-exp partials and
 /// the target logit; the logits are never written.
 pub fn linear_cross_entropy(acc: Acc, r: PerRow<f32>, target: PerRow<i32>) -> (LsePartial<f32>, PerRow<f32>) {
@@ -143,7 +143,7 @@ pub fn matmul(acc: Acc) -> Tile<bf16> {
     y
 }
 
-#[coda::epilogue(tile = (128, 128), cluster = (1, 2), schedule = pingpong)]
+#[coda::epilogue]
 /// LM-head forward that keeps the logits (bf16) for `cross_entropy_grad`:
 /// `linear_cross_entropy` plus the logits `r ⊙ acc` themselves.
 pub fn linear_cross_entropy_save(acc: Acc, r: PerRow<f32>, target: PerRow<i32>)
