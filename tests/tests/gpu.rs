@@ -6,12 +6,12 @@ use coda_runtime::{Error, Stream, Tensor, bf16};
 use coda_runtime::llama::programs::{linear_cross_entropy, linear_rowscale_swiglu, rmsnorm_backward};
 use coda_tests::{backward, block, harness};
 use coda_tests::programs::{
-    dswiglu, gated_mix, norm_weight_grad, rank_one_stores, rowscale_rope, two_partials,
+    dswiglu, gated_mix, linear, norm_weight_grad, rank_one_stores, rowscale_rope, swiglu, two_partials,
 };
 use llama_norm::{residual_rms_partial, rowscale, verify};
 
 /// Programs verified through the generic harness.
-const VARIANTS: usize = 11;
+const VARIANTS: usize = 13;
 
 struct Outcome {
     name: String,
@@ -116,6 +116,8 @@ fn main() {
         ("norm_weight_grad", &norm_weight_grad::KERNEL, norm_weight_grad::program()),
         ("rank_one_stores", &rank_one_stores::KERNEL, rank_one_stores::program()),
         ("llama::rmsnorm_backward (B [K, N])", &rmsnorm_backward::KERNEL, rmsnorm_backward::program()),
+        ("linear (coda bench's plain GEMM)", &linear::KERNEL, linear::program()),
+        ("swiglu (coda bench's GEMM + SwiGLU)", &swiglu::KERNEL, swiglu::program()),
     ];
     for (name, kernel, program) in &variants {
         for &(m, n, k) in shapes {
