@@ -204,7 +204,7 @@ impl Kernel {
         let descs = self.describe_all(stream, tensors);
         let tile = self.params.iter().position(|p| !p.output && p.shape == Shape::Tile);
         let Some(d) = tile.and_then(|i| descs.get(i)) else {
-            return Err(Error::arg(self.name, "a map program launches with its Tile input first among its tensors"));
+            return Err(Error::arg(self.name, "a map program needs a Tile input: its shape gives M and N"));
         };
         let &[m, n] = d.dims else {
             return Err(Error::arg(d.name, format!("must be rank 2 [M, N], got shape {}", dims_str(d.dims))));

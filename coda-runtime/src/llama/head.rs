@@ -109,18 +109,31 @@ impl HeadState {
 /// The tail forward for the residual stream `x` `[M, d]` and `targets` `[M]`
 /// (class ids, or any id outside `[0, V)` such as −100 to ignore a row).
 pub fn head_forward(stream: &Stream, h: &HeadWeights, x: &Tensor<bf16>, targets: &Tensor<i32>, s: &mut HeadState) -> Result<(), Error> {
-    let m = s.tokens;
-    if x.shape() != [m, h.hidden()] {
-        return Err(Error::arg("x", format!("shape {:?} must be [{m}, {}]", x.shape(), h.hidden())));
-    }
-    rms_input::launch(stream, rms_input::Args { x, gamma: &h.gamma, u: &mut s.u, sq: &mut s.sq_partials })?;
-    aux::rms_from_partials(stream, &s.sq_partials, h.hidden(), h.eps, &mut s.r)?;
+    norm_input(stream, h, x, s)?;
     ce_forward::launch(
         stream,
         ce_forward::Args { a: &s.u, b: &h.w, r: &s.r, target: targets, lse: &mut s.lse_partials, target_logit: &mut s.target_logit },
     )?;
     aux::lse_from_partials(stream, &s.lse_partials, &mut s.lse)?;
     aux::cross_entropy_loss(stream, &s.lse, &s.target_logit, targets, h.vocab(), &mut s.loss, &mut s.mean)
+}
+
+/// The final norm's input half: `u = x ⊙ γ` and `r`, for `x` `[M, d]`.
+fn norm_input(stream: &Stream, h: &HeadWeights, x: &Tensor<bf16>, s: &mut HeadState) -> Result<(), Error> {
+    let m = s.tokens;
+    if x.shape() != [m, h.hidden()] {
+        return Err(Error::arg("x", format!("shape {:?} must be [{m}, {}]", x.shape(), h.hidden())));
+    }
+    rms_input::launch(stream, rms_input::Args { x, gamma: &h.gamma, u: &mut s.u, sq: &mut s.sq_partials })?;
+    aux::rms_from_partials(stream, &s.sq_partials, h.hidden(), h.eps, &mut s.r)
+}
+
+/// The backward's buffers and gradients must be for the forward's tokens.
+fn check_backward(h: &HeadWeights, m: usize, bs: &HeadBackwardState, g: &HeadGrads) -> Result<(), Error> {
+    if bs.tokens != m || g.dx.shape() != [m, h.hidden()] {
+        return Err(Error::arg("bs", format!("backward buffers must be for the forward's {m} tokens")));
+    }
+    Ok(())
 }
 
 /// The gradients of the tail's input and weights, for the mean loss.
@@ -245,9 +258,9 @@ pub fn head_backward(
     bs: &mut HeadBackwardState,
     g: &mut HeadGrads,
 ) -> Result<(), Error> {
-    let m = fwd.tokens;
-    if bs.tokens != m || g.dx.shape() != [m, h.hidden()] {
-        return Err(Error::arg("bs", format!("backward buffers must be for the forward's {m} tokens")));
+    check_backward(h, fwd.tokens, bs, g)?;
+    if x.shape() != fwd.u.shape() {
+        return Err(Error::arg("x", format!("shape {:?} must be the forward's {:?}", x.shape(), fwd.u.shape())));
     }
     aux::cross_entropy_row_weights(stream, targets, h.vocab(), &mut bs.row_weights)?;
     for (i, rows) in bs.chunk_ranges().enumerate() {
@@ -284,15 +297,8 @@ pub fn head_forward_backward(
     bs: &mut HeadBackwardState,
     g: &mut HeadGrads,
 ) -> Result<(), Error> {
-    let m = fs.tokens;
-    if x.shape() != [m, h.hidden()] {
-        return Err(Error::arg("x", format!("shape {:?} must be [{m}, {}]", x.shape(), h.hidden())));
-    }
-    if bs.tokens != m || g.dx.shape() != [m, h.hidden()] {
-        return Err(Error::arg("bs", format!("backward buffers must be for the forward's {m} tokens")));
-    }
-    rms_input::launch(stream, rms_input::Args { x, gamma: &h.gamma, u: &mut fs.u, sq: &mut fs.sq_partials })?;
-    aux::rms_from_partials(stream, &fs.sq_partials, h.hidden(), h.eps, &mut fs.r)?;
+    check_backward(h, fs.tokens, bs, g)?;
+    norm_input(stream, h, x, fs)?;
     aux::cross_entropy_row_weights(stream, targets, h.vocab(), &mut bs.row_weights)?;
     for (i, rows) in bs.chunk_ranges().enumerate() {
         let c = Chunk::pick(&mut bs.full, &mut bs.last, rows.len());
