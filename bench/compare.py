@@ -36,19 +36,25 @@ def main():
     lines = [
         f"{date}, {coda['gpu']}, torch {torch['torch']}; median ms of {coda['samples']} interleaved samples.",
         "",
-        "| op | shape | CODA | cuBLAS GEMMs | our CUTLASS GEMM | eager | torch.compile | CODA / cuBLAS | CODA / compile |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| op | shape | CODA | cuBLASLt GEMMs | our CUTLASS GEMM | eager | torch.compile | CODA / cuBLASLt | CUTLASS / cuBLASLt | CODA / compile |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
+    configs = []
     for r in coda["rows"]:
         t = theirs.get((r["name"], r["shape"]), {})
         cut = f"{r['cutlass_ms']:.4f}" if r.get("cutlass_ms") is not None else "-"
         eager = f"{t['eager_ms']:.4f}" if t else "-"
         comp = f"{t['compile_ms']:.4f}" if t else "-"
         vs_comp = f"{r['fused_ms'] / t['compile_ms']:.3f}" if t else "-"
+        cut_ratio = f"{r['cutlass_ms'] / r['cublas_ms']:.3f}" if r.get("cutlass_ms") is not None else "-"
         lines.append(
             f"| {r['name']} | {r['shape']} | {r['fused_ms']:.4f} | {r['cublas_ms']:.4f} | {cut} | {eager} | {comp} "
-            f"| {r['fused_ms'] / r['cublas_ms']:.3f} | {vs_comp} |"
+            f"| {r['fused_ms'] / r['cublas_ms']:.3f} | {cut_ratio} | {vs_comp} |"
         )
+        if r.get("configs"):
+            configs.append(f"- {r['name']} {r['shape']}: {r['configs']}")
+    if configs:
+        lines += ["", "Configs the single-GEMM rows ran (fused; our plain GEMM):", *configs]
     table = "\n".join(lines)
     with open(os.path.join(a.out, "table.md"), "w") as f:
         f.write(table + "\n")

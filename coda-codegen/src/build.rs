@@ -8,14 +8,21 @@
 //! ```
 //!
 //! It finds the `#[epilogue]` items of the given files (with the same parser
-//! as the macro), writes one `.cu` per program, compiles each with nvcc
-//! (cached by content hash, bounded parallelism) and links them.
+//! as the macro), writes one `.cu` per program and config, compiles each with
+//! nvcc (cached by content hash, bounded parallelism) and links them. Beside
+//! each program's own config it can build a set of others for the runtime's
+//! tuner to choose from ([`Build::configs`], or `CODA_CONFIGS`); for each
+//! program it writes `OUT_DIR/coda-gen/<program>.rs`, the table of compiled
+//! configs that the macro's module includes.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 
 use sha2::{Digest, Sha256};
+
+use coda_dsl::Program;
+use coda_dsl::ir::Config;
 
 use crate::toolchain::Toolchain;
 
@@ -28,6 +35,37 @@ pub fn epilogues<P: AsRef<Path>>(files: impl IntoIterator<Item = P>) -> Build {
         package: None,
         cache_dir: None,
         cargo_metadata: true,
+        configs: ConfigSet::Own,
+        config_programs: None,
+    }
+}
+
+/// The configs each program is compiled for beside its own.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ConfigSet {
+    /// Only the program's own config (the default; what CI builds).
+    Own,
+    /// The full tuning set, [`Config::all`] (24 configs).
+    All,
+    /// These configs.
+    Named(Vec<Config>),
+}
+
+impl ConfigSet {
+    /// `own`, `all`, or config names separated by commas (`coop_256x128_c1x2,pp_128x128_c1x2`).
+    pub fn parse(s: &str) -> Result<ConfigSet, String> {
+        match s.trim() {
+            "" | "own" => Ok(ConfigSet::Own),
+            "all" => Ok(ConfigSet::All),
+            list => list.split(',').map(|n| Config::from_name(n.trim())).collect::<Result<_, _>>().map(ConfigSet::Named),
+        }
+    }
+    fn configs(&self) -> Vec<Config> {
+        match self {
+            ConfigSet::Own => vec![],
+            ConfigSet::All => Config::all(),
+            ConfigSet::Named(v) => v.clone(),
+        }
     }
 }
 
@@ -39,13 +77,17 @@ pub struct Build {
     package: Option<String>,
     cache_dir: Option<PathBuf>,
     cargo_metadata: bool,
+    configs: ConfigSet,
+    config_programs: Option<Vec<String>>,
 }
 
 /// What one build did, for tests and logs.
 #[derive(Debug, Default)]
 pub struct Report {
-    /// (program name, generated `.cu`, object file, whether nvcc ran for it).
+    /// (`<program>__<config>`, generated `.cu`, object file, whether nvcc ran for it).
     pub kernels: Vec<(String, PathBuf, PathBuf, bool)>,
+    /// (program, config, why it was not built): configs of the set a program cannot take.
+    pub dropped: Vec<(String, Config, String)>,
 }
 
 impl Report {
@@ -75,6 +117,18 @@ impl Build {
         self.cache_dir = Some(dir.into());
         self
     }
+    /// Also compile each program for these configs (the environment's
+    /// `CODA_CONFIGS`, when set, overrides this).
+    pub fn configs(&mut self, set: ConfigSet) -> &mut Self {
+        self.configs = set;
+        self
+    }
+    /// Apply [`Build::configs`] only to these programs (overridden by
+    /// `CODA_CONFIG_PROGRAMS`, names separated by commas).
+    pub fn config_programs<S: AsRef<str>>(&mut self, names: impl IntoIterator<Item = S>) -> &mut Self {
+        self.config_programs = Some(names.into_iter().map(|n| n.as_ref().to_string()).collect());
+        self
+    }
     /// Whether to print `cargo:` directives (link and rerun rules); on by default.
     pub fn cargo_metadata(&mut self, on: bool) -> &mut Self {
         self.cargo_metadata = on;
@@ -102,58 +156,104 @@ impl Build {
                 println!("cargo:{line}");
             }
         };
-        for var in ["CODA_CUDA_HOME", "CUDA_HOME", "CODA_CUTLASS_HOME", "CODA_CACHE_DIR", "CODA_JOBS"] {
+        for var in ["CODA_CUDA_HOME", "CUDA_HOME", "CODA_CUTLASS_HOME", "CODA_CACHE_DIR", "CODA_JOBS", "CODA_CONFIGS", "CODA_CONFIG_PROGRAMS"] {
             cargo(format!("rerun-if-env-changed={var}"));
         }
+        let set = match std::env::var("CODA_CONFIGS") {
+            Ok(v) => ConfigSet::parse(&v).map_err(|e| format!("coda: CODA_CONFIGS: {e}"))?,
+            Err(_) => self.configs.clone(),
+        };
+        let only = match std::env::var("CODA_CONFIG_PROGRAMS") {
+            Ok(v) if !v.trim().is_empty() => Some(v.split(',').map(|n| n.trim().to_string()).collect::<Vec<_>>()),
+            _ => self.config_programs.clone(),
+        };
+        let extra = |p: &Program| {
+            if only.as_ref().is_none_or(|o| o.contains(&p.name)) { set.configs() } else { vec![] }
+        };
         let mut programs = vec![];
         for file in &self.files {
             let path = manifest_dir.join(file);
             cargo(format!("rerun-if-changed={}", path.display()));
             let src = std::fs::read_to_string(&path).map_err(|e| format!("coda: cannot read {}: {e}", path.display()))?;
             let ast = syn::parse_file(&src).map_err(|e| render(&path, &src, &e))?;
-            programs.extend(coda_dsl::lower_file(&ast).map_err(|e| render(&path, &src, &e))?);
+            programs.extend(coda_dsl::lower_file_variants(&ast, extra).map_err(|e| render(&path, &src, &e))?);
         }
         let mut tc = Toolchain::find(&manifest_dir)?;
         tc.templates = crate::templates::write(&out_dir.join("coda-include"))?;
         let cache = self.cache_dir.clone().unwrap_or_else(|| cache_dir(&manifest_dir, &out_dir));
         std::fs::create_dir_all(&cache).map_err(|e| format!("coda: cannot create {}: {e}", cache.display()))?;
         let fingerprint = tc.fingerprint()?;
+        let toolchain = tc.version()?;
         let compiler = tc.cc_build().get_compiler();
 
         let gen_dir = out_dir.join("coda-gen");
         std::fs::create_dir_all(&gen_dir).map_err(|e| e.to_string())?;
+        // (program index, variant index, `<program>__<config>`, .cu, object, content key)
         let mut jobs = vec![];
-        for p in &programs {
-            let cu = gen_dir.join(format!("{}.cu", p.name));
-            let src = crate::emit::emit(p, &package);
-            std::fs::write(&cu, &src).map_err(|e| format!("coda: cannot write {}: {e}", cu.display()))?;
-            let key = format!("{:x}", Sha256::new().chain_update(&src).chain_update(&fingerprint).finalize());
-            let obj = cache.join(format!("{}-{}.o", p.name, &key[..16]));
-            jobs.push((p.name.clone(), cu, obj));
+        for (pi, (variants, _)) in programs.iter().enumerate() {
+            for (vi, p) in variants.iter().enumerate() {
+                let stem = format!("{}__{}", p.name, p.config.name());
+                let cu = gen_dir.join(format!("{stem}.cu"));
+                let src = crate::emit::emit(p, &package);
+                std::fs::write(&cu, &src).map_err(|e| format!("coda: cannot write {}: {e}", cu.display()))?;
+                let key = format!("{:x}", Sha256::new().chain_update(&src).chain_update(&fingerprint).finalize());
+                let obj = cache.join(format!("{stem}-{}.o", &key[..16]));
+                jobs.push((pi, vi, stem, cu, obj, key));
+            }
         }
-        let report = Mutex::new(Report::default());
+        let built = Mutex::new(vec![]);
         let todo = Mutex::new(jobs.into_iter());
         let errors = Mutex::new(vec![]);
         std::thread::scope(|s| {
             for _ in 0..parallelism() {
                 s.spawn(|| {
                     loop {
-                        let Some((name, cu, obj)) = todo.lock().unwrap().next() else { break };
-                        let ran = !obj.is_file();
-                        if ran && let Err(e) = nvcc(&compiler, &cu, &obj) {
-                            errors.lock().unwrap().push(e);
-                            continue;
+                        let Some(job) = todo.lock().unwrap().next() else { break };
+                        let ran = !job.4.is_file();
+                        match if ran { nvcc(&compiler, &job.3, &job.4) } else { Ok(()) } {
+                            Ok(()) => built.lock().unwrap().push((job, ran)),
+                            Err(e) => errors.lock().unwrap().push((job, e)),
                         }
-                        report.lock().unwrap().kernels.push((name, cu, obj, ran));
                     }
                 });
             }
         });
-        let errors = errors.into_inner().unwrap();
-        if !errors.is_empty() {
-            return Err(errors.join("\n\n"));
+        // A program's own config must compile; another config of the tuning
+        // set that does not is left out of its table, with a warning.
+        let mut report = Report::default();
+        let mut failed_extra = vec![];
+        let mut fatal = vec![];
+        for (job, e) in errors.into_inner().unwrap() {
+            if job.1 == 0 {
+                fatal.push(e);
+            } else {
+                cargo(format!("warning=coda: {} left out of the tuning set: nvcc failed ({})", job.2, job.3.display()));
+                failed_extra.push((job.0, job.1, e));
+            }
         }
-        let mut report = report.into_inner().unwrap();
+        if !fatal.is_empty() {
+            return Err(fatal.join("\n\n"));
+        }
+        let mut built = built.into_inner().unwrap();
+        built.sort_by_key(|(job, _)| (job.0, job.1));
+        for (pi, (variants, skipped)) in programs.iter().enumerate() {
+            let (mut compiled, mut keys) = (vec![], vec![]);
+            for (job, ran) in built.iter().filter(|(job, _)| job.0 == pi) {
+                compiled.push(variants[job.1].clone());
+                keys.push(job.5.clone());
+                report.kernels.push((job.2.clone(), job.3.clone(), job.4.clone(), *ran));
+            }
+            let mut dropped = skipped.clone();
+            for (_, vi, e) in failed_extra.iter().filter(|f| f.0 == pi) {
+                let first = e.lines().find(|l| l.contains("error")).unwrap_or("nvcc failed").to_string();
+                dropped.push((variants[*vi].config, first));
+            }
+            let name = &variants[0].name;
+            let table = crate::registry::variants_table(&compiled, &dropped, &package, &keys, &toolchain);
+            let rs = gen_dir.join(format!("{name}.rs"));
+            std::fs::write(&rs, table).map_err(|e| format!("coda: cannot write {}: {e}", rs.display()))?;
+            report.dropped.extend(dropped.into_iter().map(|(c, why)| (name.clone(), c, why)));
+        }
         report.kernels.sort();
         archive(&out_dir, lib_name, &report)?;
         cargo(format!("rustc-link-search=native={}", out_dir.display()));

@@ -39,12 +39,14 @@ fn float_lit(x: f64) -> String {
     format!("{s}f")
 }
 
-/// Emits the `.cu` source of `program`, whose launchers are named `coda_<package>_<program>_*`.
+/// Emits the `.cu` source of `program` in its config, whose launchers are
+/// named `coda_<package>_<program>__<config>_*`.
 pub fn emit(program: &Program, package: &str) -> String {
     let plan = plan(program);
-    let prefix = coda_dsl::symbol_prefix(package, &program.name);
+    let prefix = coda_dsl::symbol_prefix(package, &program.name, &program.config);
     let cfg = &program.config;
-    let ns = format!("coda_gen::{}", program.name);
+    // One namespace per config: several configs of a program link into one binary.
+    let ns = format!("coda_gen::{}::{}", program.name, program.config.name());
     let mut s = String::new();
 
     // Header comment: what this is and the launch ABI.

@@ -5,9 +5,10 @@
 pub mod build;
 pub mod emit;
 pub mod plan;
+pub mod registry;
 pub mod templates;
 pub mod toolchain;
 
-pub use build::{Build, Report, epilogues};
+pub use build::{Build, ConfigSet, Report, epilogues};
 pub use emit::emit;
 pub use toolchain::Toolchain;

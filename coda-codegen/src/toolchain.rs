@@ -124,11 +124,7 @@ impl Toolchain {
     /// the nvcc version line, our headers, the compile flags.
     pub fn fingerprint(&self) -> Result<String, String> {
         let mut h = Sha256::new();
-        let out = std::process::Command::new(self.nvcc())
-            .arg("--version")
-            .output()
-            .map_err(|e| format!("coda: cannot run {}: {e}. Run `{INSTALL_HINT}`.", self.nvcc().display()))?;
-        h.update(&out.stdout);
+        h.update(self.nvcc_version_text()?.as_bytes());
         for (name, text) in crate::templates::HEADERS {
             h.update(name.as_bytes());
             h.update(text.as_bytes());
@@ -137,6 +133,29 @@ impl Toolchain {
         h.update(std::fs::read(&version).map_err(|e| format!("coda: {}: {e}", version.display()))?);
         h.update(format!("{NVCC_FLAGS:?}").as_bytes());
         Ok(format!("{:x}", h.finalize()))
+    }
+
+    /// `nvcc V13.0.88, CUTLASS 4.2.0`: the toolchain part of a tuning-cache key.
+    pub fn version(&self) -> Result<String, String> {
+        let nvcc = self.nvcc_version_text()?;
+        let nvcc = nvcc.split_whitespace().rfind(|w| w.starts_with('V')).unwrap_or("unknown").to_string();
+        let path = self.cutlass_home.join("include/cutlass/version.h");
+        let header = std::fs::read_to_string(&path).map_err(|e| format!("coda: {}: {e}", path.display()))?;
+        let part = |name: &str| {
+            header
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("#define CUTLASS_{name} ")))
+                .map_or("?".to_string(), |v| v.trim().to_string())
+        };
+        Ok(format!("nvcc {nvcc}, CUTLASS {}.{}.{}", part("MAJOR"), part("MINOR"), part("PATCH")))
+    }
+
+    fn nvcc_version_text(&self) -> Result<String, String> {
+        let out = std::process::Command::new(self.nvcc())
+            .arg("--version")
+            .output()
+            .map_err(|e| format!("coda: cannot run {}: {e}. Run `{INSTALL_HINT}`.", self.nvcc().display()))?;
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
     /// Tells cargo to link the static CUDA runtime from this toolkit.

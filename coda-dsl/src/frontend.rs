@@ -82,9 +82,7 @@ pub fn parse_config(args: TokenStream) -> syn::Result<Config> {
             }
         }
     }
-    if config.schedule == Schedule::Pingpong && config.tile_m != 128 {
-        return Err(syn::Error::new(Span::call_site(), "the pingpong schedule needs tile_m = 128"));
-    }
+    config.check().map_err(|e| syn::Error::new(Span::call_site(), e))?;
     Ok(config)
 }
 
@@ -145,8 +143,6 @@ struct Lowering {
     /// How many times each `let` / parameter name was read, to report unused ones.
     reads: HashMap<String, usize>,
     let_spans: Vec<(String, Span)>,
-    /// The CTA cluster (M, N), for rules that depend on it.
-    cluster: (usize, usize),
 }
 
 impl Lowering {
@@ -297,15 +293,6 @@ impl Lowering {
             }
             "row_sum" | "col_sum" | "row_lse" => {
                 arity(1)?;
-                if fname == "row_lse" && self.cluster != (1, 1) {
-                    // Its partials are written per tile; a cluster pads the grid
-                    // to a multiple of its shape with tiles past (M, N).
-                    return Err(syn::Error::new(
-                        span,
-                        "`row_lse` needs `cluster = (1, 1)`: with a larger cluster, the tiles that pad the grid \
-                         would write log-sum-exp partials past the output",
-                    ));
-                }
                 let a = self.elem(args[0])?;
                 if self.widths[a] == Width::Half {
                     return Err(syn::Error::new(
@@ -571,7 +558,6 @@ pub fn lower_fn(item: &ItemFn, config: Config) -> syn::Result<Program> {
         scope: HashMap::new(),
         reads: HashMap::new(),
         let_spans: vec![],
-        cluster: (config.cluster_m, config.cluster_n),
     };
     let mut input_spans = vec![];
     for arg in &sig.inputs {
@@ -767,7 +753,40 @@ pub fn epilogue_attr(item: &ItemFn) -> Option<&syn::Attribute> {
 
 /// Lowers every `#[epilogue]` function of a parsed Rust file, recursing into inline modules.
 pub fn lower_file(file: &syn::File) -> syn::Result<Vec<Program>> {
-    fn walk(items: &[syn::Item], out: &mut Vec<Program>) -> syn::Result<()> {
+    epilogue_items(file)?.into_iter().map(|(f, config)| lower_fn(f, config)).collect()
+}
+
+/// Every program of `file` with the configurations `extra` asks for beside
+/// its own: `(program, variants)`, the program's own config first. A config
+/// the program cannot take (e.g. too little shared memory left for two
+/// mainloop stages) is dropped with its reason.
+pub fn lower_file_variants(
+    file: &syn::File,
+    extra: impl Fn(&Program) -> Vec<Config>,
+) -> syn::Result<Vec<(Vec<Program>, Vec<(Config, String)>)>> {
+    let mut out = vec![];
+    for (f, config) in epilogue_items(file)? {
+        let program = lower_fn(f, config)?;
+        let (mut variants, mut dropped) = (vec![], vec![]);
+        for cfg in extra(&program) {
+            let cfg = Config { b_layout: config.b_layout, ..cfg };
+            if cfg == config || variants.iter().any(|v: &Program| v.config == cfg) {
+                continue;
+            }
+            match cfg.check().map_err(|e| syn::Error::new(Span::call_site(), e)).and_then(|()| lower_fn(f, cfg)) {
+                Ok(v) => variants.push(v),
+                Err(e) => dropped.push((cfg, e.to_string())),
+            }
+        }
+        variants.insert(0, program);
+        out.push((variants, dropped));
+    }
+    Ok(out)
+}
+
+/// The `#[epilogue]` functions of a file (also inside inline modules), with their configs.
+fn epilogue_items(file: &syn::File) -> syn::Result<Vec<(&ItemFn, Config)>> {
+    fn walk<'f>(items: &'f [syn::Item], out: &mut Vec<(&'f ItemFn, Config)>) -> syn::Result<()> {
         for item in items {
             match item {
                 syn::Item::Fn(f) => {
@@ -779,8 +798,7 @@ pub fn lower_file(file: &syn::File) -> syn::Result<Vec<Program>> {
                                 return Err(syn::Error::new(nv.span(), "use `#[epilogue(...)]`"));
                             }
                         };
-                        let config = parse_config(args)?;
-                        out.push(lower_fn(f, config)?);
+                        out.push((f, parse_config(args)?));
                     }
                 }
                 syn::Item::Mod(m) => {

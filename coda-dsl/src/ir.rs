@@ -287,6 +287,78 @@ impl Config {
     /// Tile shapes the codegen accepts (CUTLASS SM90 bf16 GEMM tiles we build and test).
     pub const TILES: [(usize, usize); 4] = [(128, 128), (128, 192), (128, 256), (256, 128)];
     pub const CLUSTERS: [(usize, usize); 4] = [(1, 1), (2, 1), (1, 2), (2, 2)];
+
+    /// Rules that hold for every program: ping-pong gives each consumer
+    /// warpgroup a whole tile, so its tile is 128 rows, and 128×256 would
+    /// spill (its accumulator alone is 128 registers a thread).
+    pub fn check(&self) -> Result<(), String> {
+        if !Self::TILES.contains(&(self.tile_m, self.tile_n)) {
+            return Err(format!("tile ({}, {}) is not supported; use one of {:?}", self.tile_m, self.tile_n, Self::TILES));
+        }
+        if !Self::CLUSTERS.contains(&(self.cluster_m, self.cluster_n)) {
+            return Err(format!(
+                "cluster ({}, {}) is not supported; use one of {:?}",
+                self.cluster_m,
+                self.cluster_n,
+                Self::CLUSTERS
+            ));
+        }
+        if self.schedule == Schedule::Pingpong && self.tile_m != 128 {
+            return Err("the pingpong schedule needs tile_m = 128".into());
+        }
+        if self.schedule == Schedule::Pingpong && self.tile_n == 256 {
+            return Err("the pingpong schedule with a 128×256 tile spills registers; use 128×128 or 128×192".into());
+        }
+        Ok(())
+    }
+
+    /// `coop_128x256_c1x1`: how symbols, build options and tuning caches name
+    /// a config (the B layout belongs to the program, not the config).
+    pub fn name(&self) -> String {
+        let sched = match self.schedule {
+            Schedule::Cooperative => "coop",
+            Schedule::Pingpong => "pp",
+        };
+        format!("{sched}_{}x{}_c{}x{}", self.tile_m, self.tile_n, self.cluster_m, self.cluster_n)
+    }
+
+    /// Parses [`Config::name`]; the B layout is left at its default.
+    pub fn from_name(name: &str) -> Result<Config, String> {
+        let bad = || format!("`{name}` is not a config name like `coop_128x256_c1x1` or `pp_128x128_c1x2`");
+        let mut parts = name.split('_');
+        let schedule = match parts.next() {
+            Some("coop") => Schedule::Cooperative,
+            Some("pp") => Schedule::Pingpong,
+            _ => return Err(bad()),
+        };
+        let dims = |s: Option<&str>, prefix: &str| -> Option<(usize, usize)> {
+            let (a, b) = s?.strip_prefix(prefix)?.split_once('x')?;
+            Some((a.parse().ok()?, b.parse().ok()?))
+        };
+        let (tile_m, tile_n) = dims(parts.next(), "").ok_or_else(bad)?;
+        let (cluster_m, cluster_n) = dims(parts.next(), "c").ok_or_else(bad)?;
+        if parts.next().is_some() {
+            return Err(bad());
+        }
+        let c = Config { tile_m, tile_n, cluster_m, cluster_n, schedule, b_layout: BLayout::Nk };
+        c.check().map(|()| c).map_err(|e| format!("`{name}`: {e}"))
+    }
+
+    /// The full tuning set: every tile, cluster and schedule that passes [`Config::check`].
+    pub fn all() -> Vec<Config> {
+        let mut out = vec![];
+        for schedule in [Schedule::Cooperative, Schedule::Pingpong] {
+            for (tile_m, tile_n) in Self::TILES {
+                for (cluster_m, cluster_n) in Self::CLUSTERS {
+                    let c = Config { tile_m, tile_n, cluster_m, cluster_n, schedule, b_layout: BLayout::Nk };
+                    if c.check().is_ok() {
+                        out.push(c);
+                    }
+                }
+            }
+        }
+        out
+    }
 }
 
 /// A whole epilogue program.

@@ -26,11 +26,11 @@ pub mod interp;
 pub mod ir;
 pub mod smem;
 
-pub use frontend::{lower_file, lower_fn, parse_config};
+pub use frontend::{lower_file, lower_file_variants, lower_fn, parse_config};
 pub use ir::Program;
 
-/// The C symbol prefix of a program's launchers: `coda_<package>_<program>`.
-/// The macro and the build helper both derive it from `CARGO_PKG_NAME`.
-pub fn symbol_prefix(package: &str, program: &str) -> String {
-    format!("coda_{}_{}", package.replace('-', "_"), program)
+/// The C symbol prefix of one compiled config of a program:
+/// `coda_<package>_<program>__<config name>`.
+pub fn symbol_prefix(package: &str, program: &str, config: &ir::Config) -> String {
+    format!("coda_{}_{}__{}", package.replace('-', "_"), program, config.name())
 }

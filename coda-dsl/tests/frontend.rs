@@ -54,16 +54,22 @@ fn config_attribute_is_parsed_and_checked() {
     assert!(bad.contains("pingpong schedule needs tile_m = 128"), "{bad}");
 }
 
-/// `row_lse` writes a partial per tile, so it refuses clusters, whose padding
-/// tiles lie past (M, N) when the tile count is not a multiple of the cluster.
+/// Config names are what build options and tuning caches use: every config
+/// of the tuning set round-trips, and malformed or refused names say why.
 #[test]
-fn row_lse_refuses_clusters() {
-    let f: syn::ItemFn = syn::parse2(quote!(fn ce(acc: Acc) -> LsePartial<f32> { let l = row_lse(acc); l })).unwrap();
-    let cfg = parse_config(quote!(tile = (128, 128), cluster = (1, 2), schedule = pingpong)).unwrap();
-    let err = lower_fn(&f, cfg).unwrap_err().to_string();
-    assert!(err.contains("`row_lse` needs `cluster = (1, 1)`"), "{err}");
-    let one = parse_config(quote!(tile = (128, 128), schedule = pingpong)).unwrap();
-    assert!(lower_fn(&f, one).is_ok());
+fn config_names() {
+    let all = coda_dsl::ir::Config::all();
+    assert_eq!(all.len(), 24, "16 cooperative + 8 ping-pong (128-row tiles but 128×256)");
+    for c in &all {
+        assert_eq!(coda_dsl::ir::Config::from_name(&c.name()).as_ref(), Ok(c));
+    }
+    assert_eq!(coda_dsl::ir::Config::default().name(), "coop_128x256_c1x1");
+    let err = coda_dsl::ir::Config::from_name("pp_256x128_c1x1").unwrap_err();
+    assert!(err.contains("needs tile_m = 128"), "{err}");
+    let err = coda_dsl::ir::Config::from_name("pp_128x256_c1x1").unwrap_err();
+    assert!(err.contains("spills"), "{err}");
+    assert!(coda_dsl::ir::Config::from_name("coop_128x100_c1x1").unwrap_err().contains("not supported"));
+    assert!(coda_dsl::ir::Config::from_name("fast").unwrap_err().contains("not a config name"));
 }
 
 /// Each user error names the rule; spans are checked by the trybuild tests.

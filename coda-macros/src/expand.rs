@@ -27,21 +27,47 @@ fn shape_doc(s: Shape) -> &'static str {
         Shape::DoubleTile => "`[M, 2N]` row-major: column pairs (even, odd) interleaved",
         Shape::PerRow => "`[M]`: one value per row",
         Shape::PerCol => "`[N]`: one value per column",
-        Shape::RowPartial => "`[ceil(N / TILE_N), round_up(M, TILE_M)]` f32 partial row sums (tile-major)",
-        Shape::ColPartial => "`[ceil(M / TILE_M), round_up(N, TILE_N)]` f32 partial column sums (tile-major)",
-        Shape::LsePartial => "`[2, ceil(N / TILE_N), round_up(M, TILE_M)]` f32 log-sum-exp partials: maxima, then sums",
+        Shape::RowPartial => "`[ceil(N / tile_n), round_up(M, tile_m)]` f32 partial row sums (tile-major; the tile of the launch's config, `KERNEL.choose(..)`)",
+        Shape::ColPartial => "`[ceil(M / tile_m), round_up(N, tile_n)]` f32 partial column sums (tile-major; the tile of the launch's config)",
+        Shape::LsePartial => "`[2, ceil(N / tile_n), round_up(M, tile_m)]` f32 log-sum-exp partials: maxima, then sums (the tile of the launch's config)",
     }
 }
 
-pub fn module(p: &Program, vis: &syn::Visibility) -> TokenStream {
+/// The table of the program's compiled configs, which the crate's build
+/// script writes to `OUT_DIR/coda-gen/<program>.rs`; without it, an error at
+/// the program's name that says how to build it (and an empty table, so the
+/// rest of the crate still type-checks).
+fn configs_module(p: &Program, span: Span) -> TokenStream {
+    let file = format!("coda-gen/{}.rs", p.name);
+    let out_dir = std::env::var("OUT_DIR").ok();
+    if out_dir.as_ref().is_some_and(|d| std::path::Path::new(d).join(&file).is_file()) {
+        let file = format!("/{file}");
+        return quote!(mod configs { include!(concat!(env!("OUT_DIR"), #file)); });
+    }
+    let msg = format!(
+        "`{}` has no compiled kernel: list the file that defines it in the crate's build.rs, \
+         `coda_codegen::epilogues([\"src/...\"]).compile(\"kernels\")`",
+        p.name
+    );
+    quote::quote_spanned! {span=>
+        mod configs {
+            ::core::compile_error!(#msg);
+            pub const BUILD: &str = "";
+            pub const TOOLCHAIN: &str = "";
+            pub static VARIANTS: &[::coda_runtime::Variant] = &[];
+        }
+    }
+}
+
+pub fn module(p: &Program, vis: &syn::Visibility, name_span: Span) -> TokenStream {
     let name = format_ident!("{}", p.name);
     let package = std::env::var("CARGO_PKG_NAME").unwrap_or_default();
-    let prefix = coda_dsl::symbol_prefix(&package, &p.name);
-    let run_sym = format_ident!("{}_run", prefix);
-    let ws_sym = format_ident!("{}_workspace", prefix);
+    let kernel_name = format!("{}::{}", package, p.name);
+    let configs = configs_module(p, name_span);
     let doc = if p.doc.is_empty() { format!("Epilogue program `{}`.", p.name) } else { p.doc.clone() };
     let json = p.to_json();
     let (tile_m, tile_n) = (p.config.tile_m, p.config.tile_n);
+    let is_map = p.is_map();
 
     let params = p.tensor_params();
     let mut fields = vec![];
@@ -92,7 +118,7 @@ pub fn module(p: &Program, vis: &syn::Visibility) -> TokenStream {
 
     // A map program has no GEMM operands: the runtime runs it on an empty GEMM.
     let (operands, operand_names, launch) = if p.is_map() {
-        (quote!(), quote!(), quote!(KERNEL.launch_map(stream, &[#(#refs),*], &[#(#scalars),*])))
+        (quote!(), quote!(), quote!(KERNEL.launch_map(stream, choice, &[#(#refs),*], &[#(#scalars),*])))
     } else {
         (
             quote! {
@@ -102,7 +128,7 @@ pub fn module(p: &Program, vis: &syn::Visibility) -> TokenStream {
                 pub b: &#lt dyn ::coda_runtime::TensorRef<::coda_runtime::bf16>,
             },
             quote!(a, b,),
-            quote!(KERNEL.launch(stream, a, b, &[#(#refs),*], &[#(#scalars),*])),
+            quote!(KERNEL.launch(stream, choice, a, b, &[#(#refs),*], &[#(#scalars),*])),
         )
     };
 
@@ -117,9 +143,9 @@ pub fn module(p: &Program, vis: &syn::Visibility) -> TokenStream {
                 #(#[doc = "Runtime scalar."] pub #scalars: f32,)*
             }
 
-            /// CTA tile height: partial buffers have `round_up(M, TILE_M)` rows.
+            /// The CTA tile height of the program's own config.
             pub const TILE_M: usize = #tile_m;
-            /// CTA tile width: there is one row partial per `TILE_N` columns.
+            /// The CTA tile width of the program's own config.
             pub const TILE_N: usize = #tile_n;
             /// The checked program, as JSON (see [`program`]).
             pub const IR_JSON: &str = #json;
@@ -129,25 +155,32 @@ pub fn module(p: &Program, vis: &syn::Visibility) -> TokenStream {
                 ::coda_runtime::dsl::Program::from_json(IR_JSON).expect("the macro embeds valid IR")
             }
 
-            unsafe extern "C" {
-                fn #run_sym(launch: *mut ::coda_runtime::ffi::GemmLaunch) -> i32;
-                fn #ws_sym(launch: *mut ::coda_runtime::ffi::GemmLaunch, bytes: *mut usize) -> i32;
-            }
+            #configs
 
-            /// The compiled kernel and its parameter rules.
+            /// The compiled kernel: its configs and parameter rules.
             pub static KERNEL: ::coda_runtime::Kernel = ::coda_runtime::Kernel {
-                name: #prefix,
-                tile_m: TILE_M,
-                tile_n: TILE_N,
+                name: #kernel_name,
                 b_layout: #b_layout,
+                is_map: #is_map,
                 params: &[#(#infos),*],
                 scalars: &[#(#scalar_names),*],
-                run: #run_sym,
-                workspace: #ws_sym,
+                variants: configs::VARIANTS,
+                build: configs::BUILD,
+                toolchain: configs::TOOLCHAIN,
             };
 
-            /// Checks every argument (shape, dtype, alignment, device) and launches on `stream`.
+            /// Checks every argument (shape, dtype, alignment, device) and launches on
+            /// `stream`, in the config [`::coda_runtime::Kernel::choose`] picks for the shape.
             pub fn launch(stream: &::coda_runtime::Stream, args: Args<'_>) -> ::core::result::Result<(), ::coda_runtime::Error> {
+                launch_as(stream, None, args)
+            }
+
+            /// As [`launch`], in `choice` when given (one of `KERNEL.variants`).
+            pub fn launch_as(
+                stream: &::coda_runtime::Stream,
+                choice: ::core::option::Option<::coda_runtime::Choice>,
+                args: Args<'_>,
+            ) -> ::core::result::Result<(), ::coda_runtime::Error> {
                 let Args { #operand_names #(#field_names,)* #(#scalars,)* } = args;
                 #launch
             }

@@ -12,7 +12,7 @@ pub fn epilogue(attr: TokenStream, item: TokenStream) -> TokenStream {
     let item = syn::parse_macro_input!(item as syn::ItemFn);
     let expanded = coda_dsl::parse_config(attr.into())
         .and_then(|config| coda_dsl::lower_fn(&item, config))
-        .map(|program| expand::module(&program, &item.vis));
+        .map(|program| expand::module(&program, &item.vis, item.sig.ident.span()));
     match expanded {
         Ok(tokens) => tokens.into(),
         Err(e) => e.to_compile_error().into(),

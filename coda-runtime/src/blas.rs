@@ -1,10 +1,11 @@
-//! Plain GEMMs through cuBLAS (libcublas is loaded at run time): the weight
+//! Plain GEMMs through cuBLAS and cuBLASLt (loaded at run time): the weight
 //! gradients `dW = dyᵀ · x`, and the bare-GEMM baselines timed beside our kernels.
 
 use cudarc::cublas::CudaBlas;
+use cudarc::cublaslt::{CudaBlasLT, Matmul, MatmulConfig};
 use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType};
 
-use crate::{AnyTensor, Element, Error, Stream, TensorMut, TensorRef, bf16};
+use crate::{AnyTensor, Element, Error, Stream, Tensor, TensorMut, TensorRef, bf16};
 
 /// A cuBLAS handle bound to one stream.
 pub struct Cublas {
@@ -33,6 +34,34 @@ fn fits_i32(name: &str, dims: &[usize]) -> Result<(), Error> {
     } else {
         Err(Error::arg(name, format!("dimensions {dims:?} exceed 2^31 - 1")))
     }
+}
+
+/// The shapes of `op(a) · op(b)` into `c`: `(M, N, K)`, after the rules
+/// (rank 2, matching K, `c` `[M, N]`, 32-bit dims, tensors of `stream`).
+fn check_gemm(
+    stream: &Stream,
+    (an, a, sa): (&str, &dyn AnyTensor, Stored),
+    (bn, b, sb): (&str, &dyn AnyTensor, Stored),
+    c: &dyn AnyTensor,
+) -> Result<(usize, usize, usize), Error> {
+    let (ar, ac) = rank2(an, a)?;
+    let (br, bc) = rank2(bn, b)?;
+    let (m, k) = if sa == Stored::Plain { (ar, ac) } else { (ac, ar) };
+    let (kb, n) = if sb == Stored::Plain { (br, bc) } else { (bc, br) };
+    if kb != k {
+        return Err(Error::arg(bn, format!("shape {:?} does not match K = {k} of `{an}` {:?}", b.dims(), a.dims())));
+    }
+    if c.dims() != [m, n] {
+        return Err(Error::arg("out", format!("shape {:?} must be [{m}, {n}]", c.dims())));
+    }
+    fits_i32(an, a.dims())?;
+    fits_i32(bn, b.dims())?;
+    for (name, t) in [(an, a), (bn, b), ("out", c)] {
+        if !t.on_stream(stream) {
+            return Err(Error::arg(name, "was allocated on another stream; use tensors of the cuBLAS stream"));
+        }
+    }
+    Ok((m, n, k))
 }
 
 impl Cublas {
@@ -77,23 +106,8 @@ impl Cublas {
         c: &mut dyn TensorMut<T>,
         accumulate: bool,
     ) -> Result<(), Error> {
-        let (ar, ac) = rank2(an, a)?;
-        let (br, bc) = rank2(bn, b)?;
-        let (m, k) = if sa == Stored::Plain { (ar, ac) } else { (ac, ar) };
-        let (kb, n) = if sb == Stored::Plain { (br, bc) } else { (bc, br) };
-        if kb != k {
-            return Err(Error::arg(bn, format!("shape {:?} does not match K = {k} of `{an}` {:?}", b.dims(), a.dims())));
-        }
-        if c.dims() != [m, n] {
-            return Err(Error::arg("out", format!("shape {:?} must be [{m}, {n}]", c.dims())));
-        }
-        fits_i32(an, a.dims())?;
-        fits_i32(bn, b.dims())?;
-        for (name, t) in [(an, a as &dyn AnyTensor), (bn, b as &dyn AnyTensor), ("out", &*c as &dyn AnyTensor)] {
-            if !t.on_stream(stream) {
-                return Err(Error::arg(name, "was allocated on another stream; use tensors of the cuBLAS stream"));
-            }
-        }
+        let (m, n, k) = check_gemm(stream, (an, a, sa), (bn, b, sb), &*c)?;
+        let (ac, bc) = (a.dims()[1], b.dims()[1]);
         let c_type = match T::DTYPE {
             crate::dsl::ir::DType::Bf16 => cudaDataType::CUDA_R_16BF,
             crate::dsl::ir::DType::F32 => cudaDataType::CUDA_R_32F,
@@ -130,5 +144,67 @@ impl Cublas {
             )
         }
         .map_err(|e| Error::NoDevice(format!("cuBLAS gemm: {e:?}")))
+    }
+}
+
+/// A cuBLASLt handle on one stream, with its 32 MiB workspace: the bare
+/// GEMMs our fused ops are measured against (the path PyTorch's `F.linear`
+/// takes on Hopper), algorithm from cuBLASLt's heuristic.
+pub struct CublasLt {
+    lt: CudaBlasLT,
+}
+
+impl CublasLt {
+    pub fn new(stream: &Stream) -> Result<CublasLt, Error> {
+        // SAFETY: only probes whether libcublasLt can be loaded.
+        if !unsafe { cudarc::cublaslt::sys::is_culib_present() } {
+            return Err(Error::NoDevice("libcublasLt is not on the library path".into()));
+        }
+        let lt = CudaBlasLT::new(stream.cuda().clone()).map_err(|e| Error::NoDevice(format!("cuBLASLt: {e:?}")))?;
+        Ok(CublasLt { lt })
+    }
+
+    /// `y[M, N] = x[M, K] · w[N, K]ᵀ` (a `Linear` forward), bf16 out.
+    pub fn linear(&self, stream: &Stream, x: &Tensor<bf16>, w: &Tensor<bf16>, y: &mut Tensor<bf16>) -> Result<(), Error> {
+        self.gemm(stream, ("x", x, Stored::Plain), ("w", w, Stored::Transposed), y)
+    }
+
+    /// `c[M, N] = a[M, K] · b[K, N]` (an input gradient `dy · W`), bf16 out.
+    pub fn matmul(&self, stream: &Stream, a: &Tensor<bf16>, b: &Tensor<bf16>, c: &mut Tensor<bf16>) -> Result<(), Error> {
+        self.gemm(stream, ("a", a, Stored::Plain), ("b", b, Stored::Plain), c)
+    }
+
+    fn gemm(
+        &self,
+        stream: &Stream,
+        (an, a, sa): (&str, &Tensor<bf16>, Stored),
+        (bn, b, sb): (&str, &Tensor<bf16>, Stored),
+        c: &mut Tensor<bf16>,
+    ) -> Result<(), Error> {
+        let (m, n, k) = check_gemm(stream, (an, a, sa), (bn, b, sb), &*c)?;
+        // Column-major as in `Cublas::gemm`: Cᵀ[N, M] = op(B)ᵀ · op(A)ᵀ.
+        let cfg = MatmulConfig {
+            transa: sb == Stored::Transposed,
+            transb: sa == Stored::Transposed,
+            transc: false,
+            m: n as u64,
+            n: m as u64,
+            k: k as u64,
+            alpha: 1.0,
+            lda: b.shape()[1] as i64,
+            ldb: a.shape()[1] as i64,
+            beta: 0.0,
+            ldc: n as i64,
+            stride_a: None,
+            stride_b: None,
+            stride_c: None,
+            stride_bias: None,
+            batch_size: None,
+        };
+        stream.cuda().context().bind_to_thread()?;
+        stream.count(crate::stream::LaunchKind::Blas);
+        // SAFETY: the shapes checked above bound every access; all three live on the handle's stream.
+        unsafe { self.lt.matmul(cfg, b.slice(), a.slice(), c.slice_mut(), None, None) }
+            .map_err(|e| Error::NoDevice(format!("cuBLASLt matmul: {e:?}")))
     }
 }

@@ -15,6 +15,8 @@ pub struct GemmLaunch {
     pub workspace_bytes: usize,
     pub device_id: i32,
     pub sm_count: i32,
+    pub swizzle: i32,
+    pub raster: i32,
     pub stream: *mut c_void,
     pub message: [c_char; 256],
 }

@@ -27,12 +27,13 @@ pub mod llama;
 mod kernel;
 mod stream;
 mod tensor;
+pub mod tune;
 
 pub use coda_dsl as dsl;
 pub use cudarc;
 pub use coda_macros::epilogue;
 pub use error::Error;
 pub use half::bf16;
-pub use kernel::{ArgDesc, Kernel, ParamInfo, Problem, check_args};
+pub use kernel::{ArgDesc, Choice, Kernel, MAP_K, ParamInfo, Problem, Raster, Variant, check_args, gemm_problem};
 pub use stream::{Launches, Stream};
 pub use tensor::{AnyTensor, Element, Rows, RowsMut, Tensor, TensorArg, TensorMut, TensorRef};

@@ -10,6 +10,7 @@ use crate::Error;
 pub struct Stream {
     stream: Arc<CudaStream>,
     sm_count: i32,
+    device_name: String,
     workspace: Mutex<Option<CudaSlice<u8>>>,
     /// Zero bf16 operands of the empty GEMM that map programs run on.
     zeros: Mutex<Option<CudaSlice<half::bf16>>>,
@@ -57,6 +58,7 @@ impl Stream {
         }
         let sm_count = ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
         Ok(Stream {
+            device_name: ctx.name()?,
             stream: ctx.new_stream()?,
             sm_count,
             workspace: Mutex::new(None),
@@ -72,6 +74,11 @@ impl Stream {
 
     pub fn ordinal(&self) -> usize {
         self.stream.context().ordinal()
+    }
+
+    /// The device's name, e.g. `NVIDIA H200` (a key of tuning caches).
+    pub fn device_name(&self) -> &str {
+        &self.device_name
     }
 
     pub fn sm_count(&self) -> i32 {

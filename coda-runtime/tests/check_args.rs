@@ -3,7 +3,8 @@
 
 use coda_runtime::dsl::ir::{BLayout, DType, Shape};
 use coda_runtime::ffi::GemmLaunch;
-use coda_runtime::{ArgDesc, Error, Kernel, ParamInfo, Problem, check_args};
+use coda_runtime::dsl::ir::Config;
+use coda_runtime::{ArgDesc, Error, Kernel, ParamInfo, Problem, Variant, check_args};
 
 unsafe extern "C" fn never_run(_: *mut GemmLaunch) -> i32 {
     std::process::abort()
@@ -15,10 +16,9 @@ unsafe extern "C" fn never_size(_: *mut GemmLaunch, _: *mut usize) -> i32 {
 /// The o_proj program's rules: z, gamma in; h, u, sq out.
 static KERNEL: Kernel = KERNEL_FIELDS;
 const KERNEL_FIELDS: Kernel = Kernel {
-    name: "coda_test_residual_rms_partial",
-    tile_m: 128,
-    tile_n: 256,
+    name: "coda-test::residual_rms_partial",
     b_layout: BLayout::Nk,
+    is_map: false,
     params: &[
         ParamInfo { name: "z", shape: Shape::Tile, dtype: DType::Bf16, output: false },
         ParamInfo { name: "gamma", shape: Shape::PerCol, dtype: DType::Bf16, output: false },
@@ -27,8 +27,18 @@ const KERNEL_FIELDS: Kernel = Kernel {
         ParamInfo { name: "sq", shape: Shape::RowPartial, dtype: DType::F32, output: true },
     ],
     scalars: &[],
-    run: never_run,
-    workspace: never_size,
+    variants: &[Variant { config: OWN, run: never_run, workspace: never_size }],
+    build: "test",
+    toolchain: "none",
+};
+/// The program's own config: cooperative 128×256, so `sq` is `[ceil(N / 256), round_up(M, 128)]`.
+const OWN: Config = Config {
+    tile_m: 128,
+    tile_n: 256,
+    cluster_m: 1,
+    cluster_n: 1,
+    schedule: coda_runtime::dsl::ir::Schedule::Cooperative,
+    b_layout: BLayout::Nk,
 };
 
 struct Case {
@@ -73,7 +83,7 @@ fn run_with(kernel: &Kernel, c: &Case) -> Result<Problem, Error> {
             on_stream: c.on_stream[i],
         })
         .collect();
-    check_args(kernel, 0, &descs[0], &descs[1], &descs[2..], 0)
+    check_args(kernel, &kernel.variants[0].config, 0, &descs[0], &descs[1], &descs[2..], 0)
 }
 
 fn refused(c: &Case, name: &str, rule: &str) {
@@ -123,6 +133,42 @@ fn wrong_shapes_are_refused() {
     let mut c = valid();
     c.dims[0] = vec![1000 * 264];
     refused(&c, "a", "must be rank 2");
+}
+
+/// Partials are laid out by the tile of the config a launch runs: the own
+/// config's `sq` `[3, 1024]` is refused for a 256×128 config, whose rule says
+/// `[5, 1024]`, and accepted when reshaped.
+#[test]
+fn partials_follow_the_launch_config() {
+    let tall = Config { tile_m: 256, tile_n: 128, cluster_n: 2, ..OWN };
+    let descs = |c: &Case| -> Vec<(Vec<usize>, DType, u64)> {
+        (0..7).map(|i| (c.dims[i].clone(), c.dtypes[i], c.addrs[i])).collect()
+    };
+    let check = |c: &Case| {
+        let d = descs(c);
+        let args: Vec<ArgDesc> = (0..7)
+            .map(|i| ArgDesc {
+                name: NAMES[i],
+                dtype: d[i].1,
+                dims: &d[i].0,
+                address: d[i].2,
+                bytes: d[i].0.iter().product::<usize>() * d[i].1.bytes(),
+                ordinal: 0,
+                on_stream: true,
+            })
+            .collect();
+        check_args(&KERNEL, &tall, 0, &args[0], &args[1], &args[2..], 0)
+    };
+    match check(&valid()) {
+        Err(Error::Arg { name, rule }) => {
+            assert_eq!(name, "sq");
+            assert!(rule.contains("[ceil(N / 128), round_up(M, 256)] = [5, 1024]"), "{rule}");
+        }
+        other => panic!("expected `sq` refused, got {other:?}"),
+    }
+    let mut c = valid();
+    c.dims[6] = vec![5, 1024];
+    assert_eq!(check(&c).unwrap(), Problem { m: 1000, n: 520, k: 264 });
 }
 
 #[test]

@@ -94,7 +94,7 @@ pub fn backward_case(stream: &Stream, c: &BlockConfig, m: usize, extra_rows: usi
     let again = run(&mut fs, &mut bs, &mut g)?;
     let repeat_bitwise = got.iter().zip(&again).all(|(a, b)| a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()));
 
-    let tile_m = BackwardState::dgamma_tile_m();
+    let tile_m = bs.dgamma_tile_m();
     let (first, mid, last) = if full { ((0..m).collect(), vec![], vec![]) } else { tile_rows(m, tile_m, extra_rows, &mut rng) };
     let sets = [&first, &mid, &last];
     let refs = |path| sets.map(|rows| backward_rows(c, &hw, &attn_h, &x0_h, &pos_h, &dx2_h, &dqkv_h, rows, path, full));

@@ -5,7 +5,7 @@
 use std::cell::RefCell;
 use std::time::Duration;
 
-use coda_runtime::blas::Cublas;
+use coda_runtime::blas::{Cublas, CublasLt};
 use coda_runtime::llama::reference::{Path, forward_rows};
 use coda_runtime::llama::{
     BackwardState, BlockConfig, BlockGrads, BlockState, BlockWeights, HostWeights, block_backward, block_forward, layout,
@@ -116,24 +116,25 @@ pub fn time_block(stream: &Stream, c: &BlockConfig, m: usize, samples: usize, re
     let fwd = RefCell::new(BlockState::new(stream, c, m)?);
     let bwd = RefCell::new(BackwardState::new(stream, c, m)?);
     let grads = RefCell::new(BlockGrads::new(stream, c, m)?);
-    let blas = Cublas::new(stream)?;
+    // Bare GEMMs through cuBLASLt; the weight gradients through cuBLAS, as in the fused backward.
+    let (blas, lt) = (Cublas::new(stream)?, CublasLt::new(stream)?);
     // Bare GEMM outputs of the same shapes as the fused ones.
     let z = |shape: &[usize]| Tensor::<bf16>::zeros(stream, shape);
     let out = RefCell::new([z(&[m, d])?, z(&[m, 2 * f])?, z(&[m, d])?, z(&[m, q])?, z(&[m, d])?, z(&[m, f])?, z(&[m, d])?, z(&[m, ka])?]);
     let forward_gemms = |s: &BlockState, o: &mut [Tensor<bf16>; 8]| -> Result<(), Error> {
-        blas.linear(stream, &attn, &w.wo, &mut o[0])?;
-        blas.linear(stream, &s.u1, &w.w_gate_up, &mut o[1])?;
-        blas.linear(stream, &s.y1, &w.w_down, &mut o[2])?;
-        blas.linear(stream, &s.u2, &w.w_qkv, &mut o[3])
+        lt.linear(stream, &attn, &w.wo, &mut o[0])?;
+        lt.linear(stream, &s.u1, &w.w_gate_up, &mut o[1])?;
+        lt.linear(stream, &s.y1, &w.w_down, &mut o[2])?;
+        lt.linear(stream, &s.u2, &w.w_qkv, &mut o[3])
     };
     let backward_gemms = |s: &BlockState, b: &BackwardState, g: &mut BlockGrads, o: &mut [Tensor<bf16>; 8]| -> Result<(), Error> {
-        blas.matmul(stream, &b.dz2, &w.w_qkv, &mut o[4])?;
+        lt.matmul(stream, &b.dz2, &w.w_qkv, &mut o[4])?;
         blas.weight_grad(stream, &b.dz2, &b.xg2, &mut g.dw_qkv, false)?;
-        blas.matmul(stream, &b.dh2, &w.w_down, &mut o[5])?;
+        lt.matmul(stream, &b.dh2, &w.w_down, &mut o[5])?;
         blas.weight_grad(stream, &b.dh2, &s.y1, &mut g.dw_down, false)?;
-        blas.matmul(stream, &b.dz1, &w.w_gate_up, &mut o[6])?;
+        lt.matmul(stream, &b.dz1, &w.w_gate_up, &mut o[6])?;
         blas.weight_grad(stream, &b.dz1, &b.xg1, &mut g.dw_gate_up, false)?;
-        blas.matmul(stream, &g.dx0, &w.wo, &mut o[7])?;
+        lt.matmul(stream, &g.dx0, &w.wo, &mut o[7])?;
         blas.weight_grad(stream, &g.dx0, &attn, &mut g.dwo, false)
     };
     let mut fused_fwd = |_: usize| block_forward(stream, &w, &attn, &x0, &pos, &mut fwd.borrow_mut());

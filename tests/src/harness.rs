@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use coda_runtime::dsl::interp::{self, Inputs, Precision};
 use coda_runtime::dsl::ir::{BLayout, DType, InputKind, Program, Shape};
-use coda_runtime::{Error, Kernel, Stream, Tensor, TensorArg, bf16};
+use coda_runtime::{Choice, Error, Kernel, Stream, Tensor, TensorArg, bf16};
 use llama_norm::host::{Check, Rng, linear_rows, sample_rows, to_f64};
 
 /// A device tensor of any dtype, with its host copy as f64.
@@ -95,10 +95,26 @@ pub struct Setup {
     tensors: Vec<Dyn>,
     host_inputs: HashMap<String, Vec<f64>>,
     pub scalars: Vec<f32>,
+    /// The config and scheduler options every launch runs.
+    pub choice: Choice,
 }
 
 impl Setup {
-    pub fn new(stream: &Stream, program: &Program, m: usize, n: usize, k: usize, rng: &mut Rng) -> Result<Setup, Error> {
+    /// Random inputs and poisoned outputs for `kernel` at `m × n × k`, in
+    /// `choice` (or the one [`Kernel::choose`] gives), which sizes the partials.
+    pub fn new(
+        stream: &Stream,
+        kernel: &Kernel,
+        program: &Program,
+        choice: Option<Choice>,
+        (m, n, k): (usize, usize, usize),
+        rng: &mut Rng,
+    ) -> Result<Setup, Error> {
+        let choice = match choice {
+            Some(c) => c,
+            None => kernel.choose(stream, m, n, k)?,
+        };
+        let program = &Program { config: choice.config, ..program.clone() };
         let s = (3.0 / k as f64).sqrt();
         let a_host = rng.bf16s(m * k, -1.0, 1.0);
         // Kept as [N, K] for the reference; uploaded in the kernel's B layout.
@@ -134,7 +150,7 @@ impl Setup {
             }
         }
         let scalars = program.scalar_params().iter().map(|_| rng.uniform(0.5, 1.5) as f32).collect();
-        Ok(Setup { a, b, a_host, b_host, tensors, host_inputs, scalars })
+        Ok(Setup { a, b, a_host, b_host, tensors, host_inputs, scalars, choice })
     }
 
     /// Replaces the f32 input `name` (e.g. realistic RoPE positions for timing).
@@ -156,7 +172,7 @@ impl Setup {
             .zip(&params)
             .map(|(t, p)| if p.output { t.arg_mut() } else { t.arg() })
             .collect();
-        kernel.launch(stream, &self.a, &self.b, &args, &self.scalars)
+        kernel.launch(stream, Some(self.choice), &self.a, &self.b, &args, &self.scalars)
     }
 
     /// Poisons the outputs, launches, and returns every output on the host.
@@ -172,10 +188,19 @@ impl Setup {
     }
 }
 
-/// Runs `kernel` (compiled from `program`) at `m × n × k` on fresh random data.
-pub fn verify(stream: &Stream, kernel: &Kernel, program: &Program, m: usize, n: usize, k: usize, seed: u64) -> Result<Report, Error> {
+/// Runs `kernel` (compiled from `program`) at `m × n × k` on fresh random
+/// data, in `choice` (or the one [`Kernel::choose`] gives).
+pub fn verify(
+    stream: &Stream,
+    kernel: &Kernel,
+    program: &Program,
+    choice: Option<Choice>,
+    (m, n, k): (usize, usize, usize),
+    seed: u64,
+) -> Result<Report, Error> {
     let mut rng = Rng::new(seed);
-    let mut setup = Setup::new(stream, program, m, n, k, &mut rng)?;
+    let mut setup = Setup::new(stream, kernel, program, choice, (m, n, k), &mut rng)?;
+    let program = &Program { config: setup.choice.config, ..program.clone() };
     let (m_pad, n_tiles) = (program.m_padded(m), program.n_tiles(n));
     let params = program.tensor_params();
     let got = setup.run(stream, kernel, program)?;
@@ -255,7 +280,8 @@ pub fn cross_entropy_case(stream: &Stream, m: usize, v: usize, k: usize, seed: u
     let w = rng.bf16s(v * k, -s, s);
     let r: Vec<f32> = (0..m).map(|_| rng.uniform(0.5, 1.5) as f32).collect();
     let targets: Vec<i32> = (0..m).map(|i| if i % 7 == 3 { -100 } else { (rng.next_u64() % v as u64) as i32 }).collect();
-    let program = ce::program();
+    let choice = ce::KERNEL.choose(stream, m, v, k)?;
+    let program = Program { config: choice.config, ..ce::program() };
     let (m_pad, n_tiles) = (program.m_padded(m), program.n_tiles(v));
     let (tx, tw) = (Tensor::from_host(stream, &x, &[m, k])?, Tensor::from_host(stream, &w, &[v, k])?);
     let (tr, tt) = (Tensor::from_host(stream, &r, &[m])?, Tensor::from_host(stream, &targets, &[m])?);
@@ -268,7 +294,7 @@ pub fn cross_entropy_case(stream: &Stream, m: usize, v: usize, k: usize, seed: u
         for t in [&mut partials, &mut tl, &mut lse, &mut loss, &mut mean] {
             t.poison(stream)?;
         }
-        ce::launch(stream, ce::Args { a: &tx, b: &tw, r: &tr, target: &tt, lse: &mut partials, target_logit: &mut tl })?;
+        ce::launch_as(stream, Some(choice), ce::Args { a: &tx, b: &tw, r: &tr, target: &tt, lse: &mut partials, target_logit: &mut tl })?;
         coda_runtime::aux::lse_from_partials(stream, &partials, &mut lse)?;
         coda_runtime::aux::cross_entropy_loss(stream, &lse, &tl, &tt, v, &mut loss, &mut mean)?;
         Ok([partials.to_host(stream)?, tl.to_host(stream)?, lse.to_host(stream)?, loss.to_host(stream)?, mean.to_host(stream)?])

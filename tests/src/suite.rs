@@ -1,13 +1,13 @@
 //! The benchmark suite behind `coda bench`: every fused op and the block at
 //! the shapes of issue D, each timed against the bare GEMMs of the same
-//! shapes through cuBLAS and through our own plain CUTLASS GEMM, in one
+//! shapes through cuBLASLt and through our own plain CUTLASS GEMM, in one
 //! process with `coda_runtime::bench::interleaved` (≥ 1 s warm-up, samples
 //! interleaved, medians, inputs rotated across sets larger than the L2).
 
 use std::cell::RefCell;
 use std::time::Duration;
 
-use coda_runtime::blas::Cublas;
+use coda_runtime::blas::{Cublas, CublasLt};
 use coda_runtime::dsl::Program;
 use coda_runtime::llama::programs::{linear_residual_rms_partial, linear_rowscale_rope, linear_rowscale_swiglu};
 use coda_runtime::llama::{HeadBackwardState, HeadGrads, HeadState, HeadWeights, head_forward, head_forward_backward};
@@ -30,6 +30,8 @@ pub struct Row {
     pub cublas_ms: f64,
     /// Our plain CUTLASS GEMM of the same shapes, where it covers all of them.
     pub cutlass_ms: Option<f64>,
+    /// The configs the fused program and our plain GEMM ran (single-GEMM rows).
+    pub configs: String,
 }
 
 impl Row {
@@ -66,11 +68,11 @@ fn reps(gemm_flops: f64) -> usize {
     ((2e12 / gemm_flops).ceil() as usize).clamp(1, 10)
 }
 
-/// A single-GEMM fused op: `program` on two random input sets, against cuBLAS
+/// A single-GEMM fused op: `program` on two random input sets, against cuBLASLt
 /// and our `linear` program on the same operands.
 fn single_gemm(
     stream: &Stream,
-    blas: &Cublas,
+    blas: &CublasLt,
     (name, kernel, program): (&str, &Kernel, Program),
     (m, n, k): (usize, usize, usize),
     samples: usize,
@@ -79,7 +81,7 @@ fn single_gemm(
     let mut rng = Rng::new(17);
     let mut sets = vec![];
     for _ in 0..2 {
-        let mut s = Setup::new(stream, &program, m, n, k, &mut rng)?;
+        let mut s = Setup::new(stream, kernel, &program, None, (m, n, k), &mut rng)?;
         tweak(&mut s, &program)?;
         sets.push(s);
     }
@@ -94,6 +96,9 @@ fn single_gemm(
         let s = &sets.borrow()[i % 2];
         linear::launch(stream, linear::Args { a: &s.a, b: &s.b, y: &mut *out.borrow_mut() })
     };
+    // Chosen (searched, with CODA_TUNE=search) before timing starts.
+    let plain = linear::KERNEL.choose(stream, m, n, k)?;
+    let configs = format!("{}; linear {}", sets.borrow()[0].choice.describe(), plain.describe());
     let r = reps(2.0 * (m * n * k) as f64);
     let t = bench::interleaved(stream, Duration::from_secs(1), samples, r, &mut [&mut fused, &mut cublas, &mut cutlass])?;
     Ok(Row {
@@ -103,6 +108,7 @@ fn single_gemm(
         fused_ms: t[0],
         cublas_ms: t[1],
         cutlass_ms: Some(t[2]),
+        configs,
     })
 }
 
@@ -117,7 +123,7 @@ fn realistic_rope(m: usize, n3: usize) -> (Vec<f32>, Vec<f32>) {
 
 /// The LM-head tail (final norm, head GEMM, cross-entropy), forward and
 /// forward + backward, at `m` tokens, hidden `d`, vocabulary `v`.
-fn lm_head(stream: &Stream, blas: &Cublas, m: usize, d: usize, v: usize, samples: usize) -> Result<[Row; 2], Error> {
+fn lm_head(stream: &Stream, (blas, lt): (&Cublas, &CublasLt), m: usize, d: usize, v: usize, samples: usize) -> Result<[Row; 2], Error> {
     let mut rng = Rng::new(19);
     let s = (3.0 / d as f64).sqrt();
     let h = HeadWeights::new(
@@ -133,21 +139,21 @@ fn lm_head(stream: &Stream, blas: &Cublas, m: usize, d: usize, v: usize, samples
     let logits = RefCell::new(Tensor::<bf16>::zeros(stream, &[m, v])?);
     let dx = RefCell::new(Tensor::<bf16>::zeros(stream, &[m, d])?);
     let mut fused_fwd = |_: usize| head_forward(stream, &h, &x, &targets, &mut fs.borrow_mut());
-    let mut cublas_fwd = |_: usize| blas.linear(stream, &fs.borrow().u, &h.w, &mut *logits.borrow_mut());
+    let mut cublas_fwd = |_: usize| lt.linear(stream, &fs.borrow().u, &h.w, &mut *logits.borrow_mut());
     let mut cutlass_fwd = |_: usize| linear::launch(stream, linear::Args { a: &fs.borrow().u, b: &h.w, y: &mut *logits.borrow_mut() });
     let r = reps(2.0 * (m * v * d) as f64);
     let t = bench::interleaved(stream, Duration::from_secs(1), samples, r, &mut [&mut fused_fwd, &mut cublas_fwd, &mut cutlass_fwd])?;
     let mut fused_both = |_: usize| head_forward_backward(stream, &h, &x, &targets, &mut fs.borrow_mut(), &mut bs.borrow_mut(), &mut g.borrow_mut());
     let mut cublas_both = |_: usize| {
         let (f, mut l) = (fs.borrow(), logits.borrow_mut());
-        blas.linear(stream, &f.u, &h.w, &mut *l)?;
-        blas.matmul(stream, &*l, &h.w, &mut *dx.borrow_mut())?;
+        lt.linear(stream, &f.u, &h.w, &mut *l)?;
+        lt.matmul(stream, &*l, &h.w, &mut *dx.borrow_mut())?;
         blas.weight_grad(stream, &*l, &f.u, &mut g.borrow_mut().dw, false)
     };
     let tb = bench::interleaved(stream, Duration::from_secs(1), samples, r.div_ceil(3), &mut [&mut fused_both, &mut cublas_both])?;
     let shape = format!("M={m} d={d} V={v}");
     Ok([
-        Row { name: "lm_head_ce fwd".into(), shape: shape.clone(), gemms: "1 (logits)".into(), fused_ms: t[0], cublas_ms: t[1], cutlass_ms: Some(t[2]) },
+        Row { name: "lm_head_ce fwd".into(), shape: shape.clone(), gemms: "1 (logits)".into(), fused_ms: t[0], cublas_ms: t[1], cutlass_ms: Some(t[2]), configs: String::new() },
         Row {
             name: "lm_head_ce fwd+bwd".into(),
             shape,
@@ -155,13 +161,14 @@ fn lm_head(stream: &Stream, blas: &Cublas, m: usize, d: usize, v: usize, samples
             fused_ms: tb[0],
             cublas_ms: tb[1],
             cutlass_ms: None,
+            configs: String::new(),
         },
     ])
 }
 
 /// Runs the suite, reporting each row to `progress` as it completes.
 pub fn run(stream: &Stream, plan: &Plan, progress: &mut dyn FnMut(usize, &Row)) -> Result<Vec<Row>, Error> {
-    let blas = Cublas::new(stream)?;
+    let (blas, lt) = (Cublas::new(stream)?, CublasLt::new(stream)?);
     let mut rows: Vec<Row> = vec![];
     let mut push = |r: Row, rows: &mut Vec<Row>| {
         rows.push(r);
@@ -169,11 +176,11 @@ pub fn run(stream: &Stream, plan: &Plan, progress: &mut dyn FnMut(usize, &Row)) 
     };
     let none = |_: &mut Setup, _: &Program| Ok(());
     for &n in plan.op_sizes {
-        push(single_gemm(stream, &blas, ("gemm_swiglu", &swiglu::KERNEL, swiglu::program()), (n, 2 * n, n), plan.samples, &none)?, &mut rows);
+        push(single_gemm(stream, &lt, ("gemm_swiglu", &swiglu::KERNEL, swiglu::program()), (n, 2 * n, n), plan.samples, &none)?, &mut rows);
         push(
             single_gemm(
                 stream,
-                &blas,
+                &lt,
                 ("gemm_residual_rms_partial", &linear_residual_rms_partial::KERNEL, linear_residual_rms_partial::program()),
                 (n, n, n),
                 plan.samples,
@@ -184,7 +191,7 @@ pub fn run(stream: &Stream, plan: &Plan, progress: &mut dyn FnMut(usize, &Row)) 
         push(
             single_gemm(
                 stream,
-                &blas,
+                &lt,
                 ("gemm_rowscale_swiglu", &linear_rowscale_swiglu::KERNEL, linear_rowscale_swiglu::program()),
                 (n, 2 * n, n),
                 plan.samples,
@@ -200,7 +207,7 @@ pub fn run(stream: &Stream, plan: &Plan, progress: &mut dyn FnMut(usize, &Row)) 
         push(
             single_gemm(
                 stream,
-                &blas,
+                &lt,
                 ("gemm_rowscale_rope", &linear_rowscale_rope::KERNEL, linear_rowscale_rope::program()),
                 (n, 3 * n, n),
                 plan.samples,
@@ -208,7 +215,7 @@ pub fn run(stream: &Stream, plan: &Plan, progress: &mut dyn FnMut(usize, &Row)) 
             )?,
             &mut rows,
         );
-        for r in lm_head(stream, &blas, n, n, plan.vocab, plan.samples)? {
+        for r in lm_head(stream, (&blas, &lt), n, n, plan.vocab, plan.samples)? {
             push(r, &mut rows);
         }
     }
@@ -216,7 +223,7 @@ pub fn run(stream: &Stream, plan: &Plan, progress: &mut dyn FnMut(usize, &Row)) 
         let t = block::time_block(stream, &block::config(d, ffn), plan.tokens, plan.samples, 2)?;
         let shape = format!("M={} d={d} ffn={ffn}", plan.tokens);
         push(
-            Row { name: "block fwd".into(), shape: shape.clone(), gemms: "4".into(), fused_ms: t.forward, cublas_ms: t.forward_gemms, cutlass_ms: None },
+            Row { name: "block fwd".into(), shape: shape.clone(), gemms: "4".into(), fused_ms: t.forward, cublas_ms: t.forward_gemms, cutlass_ms: None, configs: String::new() },
             &mut rows,
         );
         push(
@@ -227,6 +234,7 @@ pub fn run(stream: &Stream, plan: &Plan, progress: &mut dyn FnMut(usize, &Row)) 
                 fused_ms: t.forward_backward,
                 cublas_ms: t.forward_backward_gemms,
                 cutlass_ms: None,
+                configs: String::new(),
             },
             &mut rows,
         );
@@ -238,7 +246,7 @@ pub fn run(stream: &Stream, plan: &Plan, progress: &mut dyn FnMut(usize, &Row)) 
 pub fn table(rows: &[Row]) -> String {
     let mut s = format!(
         "{:<26} {:<22} {:>10} {:>10} {:>7} {:>10} {:>7}  {}\n",
-        "op", "shape", "fused ms", "cuBLAS ms", "ratio", "CUTLASS ms", "ratio", "bare GEMMs"
+        "op", "shape", "fused ms", "cuBLASLt ms", "ratio", "CUTLASS ms", "ratio", "bare GEMMs"
     );
     for r in rows {
         let (c, cr) = match r.cutlass_ms {
@@ -260,7 +268,7 @@ pub fn table(rows: &[Row]) -> String {
     s
 }
 
-/// A bar chart of fused / cuBLAS per row, with the 1.00 line, as SVG.
+/// A bar chart of fused / cuBLASLt per row, with the 1.00 line, as SVG.
 pub fn chart(rows: &[Row], title: &str) -> Result<String, String> {
     use plotters::prelude::*;
     let mut svg = String::new();
@@ -284,7 +292,7 @@ pub fn chart(rows: &[Row], title: &str) -> Result<String, String> {
                 SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
                 _ => String::new(),
             })
-            .y_desc("fused / bare cuBLAS GEMMs")
+            .y_desc("fused / bare cuBLASLt GEMMs")
             .draw()
             .map_err(|e| e.to_string())?;
         c.draw_series(rows.iter().enumerate().map(|(i, r)| {
@@ -305,8 +313,8 @@ mod tests {
 
     fn rows() -> Vec<Row> {
         vec![
-            Row { name: "gemm_swiglu".into(), shape: "M=4096 N=8192 K=4096".into(), gemms: "1".into(), fused_ms: 0.40, cublas_ms: 0.38, cutlass_ms: Some(0.41) },
-            Row { name: "block fwd".into(), shape: "M=16384 d=2048 ffn=8192".into(), gemms: "4".into(), fused_ms: 2.7, cublas_ms: 3.0, cutlass_ms: None },
+            Row { name: "gemm_swiglu".into(), shape: "M=4096 N=8192 K=4096".into(), gemms: "1".into(), fused_ms: 0.40, cublas_ms: 0.38, cutlass_ms: Some(0.41), configs: String::new() },
+            Row { name: "block fwd".into(), shape: "M=16384 d=2048 ffn=8192".into(), gemms: "4".into(), fused_ms: 2.7, cublas_ms: 3.0, cutlass_ms: None, configs: String::new() },
         ]
     }
 

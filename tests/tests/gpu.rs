@@ -2,16 +2,13 @@
 //! they print why and pass without running. Run them on the GPU machine with
 //! the built test binary: `gpu [--quick] [--only NAME-PART]`.
 
-use coda_runtime::{Error, Stream, Tensor, bf16};
+use coda_runtime::{Choice, Error, Raster, Stream, Tensor, bf16};
 use coda_runtime::llama::programs::{linear_cross_entropy, linear_rowscale_swiglu, rmsnorm_backward};
 use coda_tests::{backward, block, harness};
 use coda_tests::programs::{
     dswiglu, gated_mix, linear, norm_weight_grad, rank_one_stores, rowscale_rope, swiglu, two_partials,
 };
 use llama_norm::{residual_rms_partial, rowscale, verify};
-
-/// Programs verified through the generic harness.
-const VARIANTS: usize = 13;
 
 struct Outcome {
     name: String,
@@ -88,23 +85,7 @@ fn main() {
             (2048, 32768, 16384, 4096, false, true),
         ]
     };
-    let stream = match Stream::new(0) {
-        Ok(s) => s,
-        Err(e) => {
-            println!("gpu tests: SKIPPED, {e}. Their results come from runs on an H200 (see README).");
-            let cases = spine.len() + VARIANTS * shapes.len() + ce.len() + 2 * blocks.len() + 1 + heads.len() + 1 + 2;
-            println!("0 passed, 0 failed, {cases} skipped");
-            return;
-        }
-    };
-    let mut run = Runner { only: only.clone(), outcomes: vec![] };
-    for (i, &(m, d, k, f)) in spine.iter().enumerate() {
-        run.case(format!("norm_linear M={m} d={d} K={k} f={f}"), || {
-            let r = verify::run_case(&stream, m, d, k, f, 1000 + i as u64, 320)?;
-            Ok(harness::Report { rows_checked: r.rows_checked, checks: r.checks, repeat_bitwise: r.repeat_bitwise })
-        });
-    }
-    let variants: [(&str, &coda_runtime::Kernel, coda_runtime::dsl::Program); VARIANTS] = [
+    let programs: [(&str, &coda_runtime::Kernel, coda_runtime::dsl::Program); 13] = [
         ("residual_rms_partial", &residual_rms_partial::KERNEL, residual_rms_partial::program()),
         ("rowscale", &rowscale::KERNEL, rowscale::program()),
         ("gated_mix", &gated_mix::KERNEL, gated_mix::program()),
@@ -119,10 +100,44 @@ fn main() {
         ("linear (coda bench's plain GEMM)", &linear::KERNEL, linear::program()),
         ("swiglu (coda bench's GEMM + SwiGLU)", &swiglu::KERNEL, swiglu::program()),
     ];
-    for (name, kernel, program) in &variants {
-        for &(m, n, k) in shapes {
-            run.case(format!("{name} M={m} N={n} K={k}"), || harness::verify(&stream, kernel, program, m, n, k, 7));
+    // Each compiled config of each program at every shape (the program's own
+    // with CUTLASS's scheduler defaults, the others with swizzle 8 along N),
+    // and the own config with swizzle 8 along M at the ragged shape: both
+    // pad the grid with tiles past (M, N).
+    let ragged = *shapes.last().expect("a ragged shape");
+    let mut generic = vec![];
+    for (name, kernel, program) in &programs {
+        for (i, v) in kernel.variants.iter().enumerate() {
+            let choice = if i == 0 {
+                Choice::own(kernel)
+            } else {
+                Choice { variant: i, config: v.config, swizzle: 8, raster: Raster::AlongN }
+            };
+            generic.extend(shapes.iter().map(|&shape| (*name, *kernel, program, choice, shape)));
         }
+        let swizzled = Choice { swizzle: 8, raster: Raster::AlongM, ..Choice::own(kernel) };
+        generic.push((*name, *kernel, program, swizzled, ragged));
+    }
+    let stream = match Stream::new(0) {
+        Ok(s) => s,
+        Err(e) => {
+            println!("gpu tests: SKIPPED, {e}. Their results come from runs on an H200 (see README).");
+            let cases = spine.len() + generic.len() + ce.len() + 2 * blocks.len() + 1 + heads.len() + 1 + 2;
+            println!("0 passed, 0 failed, {cases} skipped");
+            return;
+        }
+    };
+    let mut run = Runner { only: only.clone(), outcomes: vec![] };
+    for (i, &(m, d, k, f)) in spine.iter().enumerate() {
+        run.case(format!("norm_linear M={m} d={d} K={k} f={f}"), || {
+            let r = verify::run_case(&stream, m, d, k, f, 1000 + i as u64, 320)?;
+            Ok(harness::Report { rows_checked: r.rows_checked, checks: r.checks, repeat_bitwise: r.repeat_bitwise })
+        });
+    }
+    for (name, kernel, program, choice, (m, n, k)) in generic {
+        run.case(format!("{name} [{}] M={m} N={n} K={k}", choice.describe()), || {
+            harness::verify(&stream, kernel, program, Some(choice), (m, n, k), 7)
+        });
     }
     for &(m, v, k) in ce {
         run.case(format!("cross-entropy loss M={m} V={v} K={k}"), || harness::cross_entropy_case(&stream, m, v, k, 11));

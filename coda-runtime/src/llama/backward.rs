@@ -19,7 +19,9 @@
 use super::programs::{
     linear_dswiglu as dswiglu, matmul, rmsnorm_backward as norm_backward, rope_backward,
 };
-use super::{BlockConfig, BlockState, BlockWeights};
+use super::{BlockConfig, BlockState, BlockWeights, partials};
+use crate::{Choice, MAP_K};
+use crate::dsl::ir::Shape;
 use crate::blas::Cublas;
 use crate::{Error, Launches, Stream, Tensor, aux, bf16};
 
@@ -62,39 +64,35 @@ pub struct BackwardState {
     pub dgamma1_partials: Tensor<f32>,
     /// `x̂1 ⊙ γ1`, the gate_up GEMM's input, `[M, d]`.
     pub xg1: Tensor<bf16>,
+    /// Both norm backwards run the config chosen for the larger one (`dz1 · W_gate_up`),
+    /// so the two `dγ` partials share one layout.
+    norm_choice: Choice,
     blas: Cublas,
 }
 
-fn row_partials(stream: &Stream, n: usize, m: usize, tile_m: usize, tile_n: usize) -> Result<Tensor<f32>, Error> {
-    Tensor::zeros(stream, &[n.div_ceil(tile_n), m.div_ceil(tile_m) * tile_m])
-}
-
-fn col_partials(stream: &Stream, n: usize, m: usize) -> Result<Tensor<f32>, Error> {
-    let (tm, tn) = (norm_backward::TILE_M, norm_backward::TILE_N);
-    Tensor::zeros(stream, &[m.div_ceil(tm), n.div_ceil(tn) * tn])
-}
-
 impl BackwardState {
-    /// Rows per M-tile of the `dγ` partials.
-    pub fn dgamma_tile_m() -> usize {
-        norm_backward::TILE_M
+    /// Rows per M-tile of the `dγ2` and `dγ1` partials.
+    pub fn dgamma_tile_m(&self) -> usize {
+        self.norm_choice.config.tile_m
     }
 
     pub fn new(stream: &Stream, c: &BlockConfig, tokens: usize) -> Result<BackwardState, Error> {
-        let (m, d, f) = (tokens, c.hidden, c.ffn);
+        let (m, d, f, q) = (tokens, c.hidden, c.ffn, c.qkv_width());
+        let norm_choice = norm_backward::KERNEL.choose(stream, m, d, 2 * f)?;
         Ok(BackwardState {
             tokens,
             dz2: Tensor::zeros(stream, &[m, c.qkv_width()])?,
-            s2_partials: row_partials(stream, c.qkv_width(), m, rope_backward::TILE_M, rope_backward::TILE_N)?,
+            s2_partials: partials(stream, &rope_backward::KERNEL, Shape::RowPartial, (m, q, MAP_K))?,
             s2: Tensor::zeros(stream, &[m])?,
             dh2: Tensor::zeros(stream, &[m, d])?,
-            dgamma2_partials: col_partials(stream, d, m)?,
+            dgamma2_partials: Tensor::zeros(stream, &norm_choice.dims(Shape::ColPartial, m, d))?,
             xg2: Tensor::zeros(stream, &[m, d])?,
             dz1: Tensor::zeros(stream, &[m, 2 * f])?,
-            s1_partials: row_partials(stream, f, m, dswiglu::TILE_M, dswiglu::TILE_N)?,
+            s1_partials: partials(stream, &dswiglu::KERNEL, Shape::RowPartial, (m, f, d))?,
             s1: Tensor::zeros(stream, &[m])?,
-            dgamma1_partials: col_partials(stream, d, m)?,
+            dgamma1_partials: Tensor::zeros(stream, &norm_choice.dims(Shape::ColPartial, m, d))?,
             xg1: Tensor::zeros(stream, &[m, d])?,
+            norm_choice,
             blas: Cublas::new(stream)?,
         })
     }
@@ -166,8 +164,9 @@ pub fn block_backward(
         rope_backward::Args { dy: dqkv, y: &fwd.qkv, pos, freq: &w.rope_freq, dz: &mut bs.dz2, dot: &mut bs.s2_partials },
     )?;
     aux::row_sums(stream, &bs.s2_partials, inv_d, &mut bs.s2)?;
-    norm_backward::launch(
+    norm_backward::launch_as(
         stream,
+        Some(bs.norm_choice),
         norm_backward::Args {
             a: &bs.dz2,
             b: &w.w_qkv,
@@ -188,8 +187,9 @@ pub fn block_backward(
     aux::row_sums(stream, &bs.s1_partials, inv_d, &mut bs.s1)?;
     bs.blas.weight_grad(stream, &bs.dh2, &fwd.y1, &mut g.dw_down, false)?;
 
-    norm_backward::launch(
+    norm_backward::launch_as(
         stream,
+        Some(bs.norm_choice),
         norm_backward::Args {
             a: &bs.dz1,
             b: &w.w_gate_up,

@@ -23,7 +23,9 @@ use super::programs::{
     linear_cross_entropy_save as ce_save, rms_input, rmsnorm_backward_head as norm_backward,
 };
 use crate::blas::Cublas;
-use crate::{Error, Launches, Stream, Tensor, aux, bf16};
+use super::partials;
+use crate::dsl::ir::Shape;
+use crate::{Choice, Error, Launches, MAP_K, Stream, Tensor, aux, bf16};
 
 /// Launches of [`head_forward`].
 pub const HEAD_FORWARD_LAUNCHES: Launches = Launches { fused: 2, aux: 3, blas: 0 };
@@ -83,13 +85,12 @@ pub struct HeadState {
 impl HeadState {
     pub fn new(stream: &Stream, h: &HeadWeights, tokens: usize) -> Result<HeadState, Error> {
         let (m, d, v) = (tokens, h.hidden(), h.vocab());
-        let m_pad = |tm: usize| m.div_ceil(tm) * tm;
         Ok(HeadState {
             tokens,
             u: Tensor::zeros(stream, &[m, d])?,
-            sq_partials: Tensor::zeros(stream, &[d.div_ceil(rms_input::TILE_N), m_pad(rms_input::TILE_M)])?,
+            sq_partials: partials(stream, &rms_input::KERNEL, Shape::RowPartial, (m, d, MAP_K))?,
             r: Tensor::zeros(stream, &[m])?,
-            lse_partials: Tensor::zeros(stream, &[2, v.div_ceil(ce_forward::TILE_N), m_pad(ce_forward::TILE_M)])?,
+            lse_partials: partials(stream, &ce_forward::KERNEL, Shape::LsePartial, (m, v, d))?,
             lse: Tensor::zeros(stream, &[m])?,
             target_logit: Tensor::zeros(stream, &[m])?,
             loss: Tensor::zeros(stream, &[m])?,
@@ -173,14 +174,13 @@ struct Chunk {
 
 impl Chunk {
     fn new(stream: &Stream, h: &HeadWeights, rows: usize) -> Result<Chunk, Error> {
-        let (tm, tn) = (ce_backward::TILE_M, ce_backward::TILE_N);
-        let (sm, sn) = (ce_save::TILE_M, ce_save::TILE_N);
+        let (v, d) = (h.vocab(), h.hidden());
         Ok(Chunk {
             rows,
-            logits: Tensor::zeros(stream, &[rows, h.vocab()])?,
-            lse_partials: Tensor::zeros(stream, &[2, h.vocab().div_ceil(sn), rows.div_ceil(sm) * sm])?,
-            dlogits: Tensor::zeros(stream, &[rows, h.vocab()])?,
-            s_partials: Tensor::zeros(stream, &[h.vocab().div_ceil(tn), rows.div_ceil(tm) * tm])?,
+            logits: Tensor::zeros(stream, &[rows, v])?,
+            lse_partials: partials(stream, &ce_save::KERNEL, Shape::LsePartial, (rows, v, d))?,
+            dlogits: Tensor::zeros(stream, &[rows, v])?,
+            s_partials: partials(stream, &ce_backward::KERNEL, Shape::RowPartial, (rows, v, d))?,
             s: Tensor::zeros(stream, &[rows])?,
             xg: Tensor::zeros(stream, &[rows, h.hidden()])?,
         })
@@ -203,6 +203,7 @@ pub struct HeadBackwardState {
     pub chunk_rows: usize,
     row_weights: Tensor<f32>,
     dgamma_partials: Tensor<f32>,
+    dgamma_choice: Choice,
     full: Chunk,
     last: Option<Chunk>,
     blas: Cublas,
@@ -216,13 +217,16 @@ impl HeadBackwardState {
             return Err(Error::arg("chunk_rows", format!("{chunk_rows} must be a positive multiple of 256")));
         }
         let chunk_rows = chunk_rows.min(tokens.div_ceil(256) * 256);
-        let (tm, tn) = (norm_backward::TILE_M, norm_backward::TILE_N);
+        // Every chunk's norm backward writes its M-tiles' rows of one `dγ`
+        // partials buffer, so all chunks run the full chunk's config.
+        let dgamma_choice = norm_backward::KERNEL.choose(stream, chunk_rows.min(tokens), h.hidden(), h.vocab())?;
         let rest = tokens % chunk_rows;
         Ok(HeadBackwardState {
             tokens,
             chunk_rows,
             row_weights: Tensor::zeros(stream, &[tokens])?,
-            dgamma_partials: Tensor::zeros(stream, &[tokens.div_ceil(tm), h.hidden().div_ceil(tn) * tn])?,
+            dgamma_partials: Tensor::zeros(stream, &dgamma_choice.dims(Shape::ColPartial, tokens, h.hidden()))?,
+            dgamma_choice,
             full: Chunk::new(stream, h, chunk_rows.min(tokens))?,
             last: if rest > 0 && tokens > chunk_rows { Some(Chunk::new(stream, h, rest)?) } else { None },
             blas: Cublas::new(stream)?,
@@ -347,13 +351,14 @@ fn input_and_weight_grads(
     first: bool,
     g: &mut HeadGrads,
 ) -> Result<(), Error> {
-    let tm = norm_backward::TILE_M;
+    let tm = bs.dgamma_choice.config.tile_m;
     let (r0, r1) = (rows.start, rows.end);
-    let HeadBackwardState { dgamma_partials, blas, full, last, .. } = bs;
+    let HeadBackwardState { dgamma_partials, dgamma_choice, blas, full, last, .. } = bs;
     let c = Chunk::pick(full, last, rows.len());
     aux::row_sums(stream, &c.s_partials, 1.0 / h.hidden() as f32, &mut c.s)?;
-    norm_backward::launch(
+    norm_backward::launch_as(
         stream,
+        Some(*dgamma_choice),
         norm_backward::Args {
             a: &c.dlogits,
             b: &h.w,

@@ -25,7 +25,8 @@ pub use head::{
     head_forward_backward, head_forward_backward_launches,
 };
 
-use crate::{Error, Launches, Stream, Tensor, aux, bf16};
+use crate::dsl::ir::Shape;
+use crate::{Error, Kernel, Launches, Stream, Tensor, aux, bf16};
 use programs::{linear_residual_rms_partial as residual_norm, linear_rowscale_rope as rope, linear_rowscale_swiglu_save as swiglu};
 
 /// Shapes of one block.
@@ -157,21 +158,17 @@ pub struct BlockState {
 impl BlockState {
     pub fn new(stream: &Stream, c: &BlockConfig, tokens: usize) -> Result<BlockState, Error> {
         let (m, d, f) = (tokens, c.hidden, c.ffn);
-        let partials = |n: usize| {
-            let (tm, tn) = (residual_norm::TILE_M, residual_norm::TILE_N);
-            Tensor::zeros(stream, &[n.div_ceil(tn), m.div_ceil(tm) * tm])
-        };
         Ok(BlockState {
             tokens,
             x1: Tensor::zeros(stream, &[m, d])?,
             u1: Tensor::zeros(stream, &[m, d])?,
-            sq1: partials(d)?,
+            sq1: partials(stream, &residual_norm::KERNEL, Shape::RowPartial, (m, d, c.attn_width()))?,
             r1: Tensor::zeros(stream, &[m])?,
             z1: Tensor::zeros(stream, &[m, 2 * f])?,
             y1: Tensor::zeros(stream, &[m, f])?,
             x2: Tensor::zeros(stream, &[m, d])?,
             u2: Tensor::zeros(stream, &[m, d])?,
-            sq2: partials(d)?,
+            sq2: partials(stream, &residual_norm::KERNEL, Shape::RowPartial, (m, d, f))?,
             r2: Tensor::zeros(stream, &[m])?,
             qkv: Tensor::zeros(stream, &[m, c.qkv_width()])?,
         })
@@ -187,6 +184,12 @@ impl BlockState {
         }
         Ok(())
     }
+}
+
+/// A zeroed f32 buffer for `kernel`'s `shape` output (partials) at GEMM
+/// shape `(m, n, k)`, sized for the config its launches at that shape use.
+fn partials(stream: &Stream, kernel: &Kernel, shape: Shape, (m, n, k): (usize, usize, usize)) -> Result<Tensor<f32>, Error> {
+    Tensor::zeros(stream, &kernel.choose(stream, m, n, k)?.dims(shape, m, n))
 }
 
 /// Launches per forward: four fused GEMMs and two aux reductions.

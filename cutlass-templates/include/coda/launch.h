@@ -24,6 +24,11 @@ typedef struct CodaGemmLaunch {
   size_t workspace_bytes;
   int device_id;
   int sm_count;
+  // Tile-scheduler options (runtime, no recompile): CTAs that are neighbours
+  // in launch order walk `swizzle` (1, 2, 4 or 8) tiles across; `raster` 0 lets
+  // CUTLASS choose, 1 walks along M first, 2 along N first.
+  int swizzle;
+  int raster;
   void* stream;  // a cudaStream_t owned by the caller; never the null stream
   // Filled with a human-readable reason when a call returns non-zero.
   char message[256];

@@ -109,7 +109,7 @@ struct RowLsePartials : PlainNode<RowLseArgs> {
     int row0;            // the thread's first row, relative to the CTA tile
     int64_t tile_row0;   // the CTA tile's first row
     int64_t plane;       // n_tiles · m_pad: the offset of the sums plane
-    float* out;          // this tile's column of partials
+    float* out;          // this tile's column of partials; null for a grid-padding tile
     float mx[NumEpiM][2];
     float se[NumEpiM][2];
 
@@ -162,7 +162,7 @@ struct RowLsePartials : PlainNode<RowLseArgs> {
             float s2 = __shfl_xor_sync(0xffffffff, se[e][row], mask);
             detail::lse_merge(mx[e][row], se[e][row], m2, s2);
           }
-          if (lane % 4 == 0) {
+          if (lane % 4 == 0 && out != nullptr) {
             int64_t r = tile_row0 + row0 + int(get<0>(tCcD(_, _, _, e, 0)(0))) + 8 * row;
             out[r] = mx[e][row];
             out[plane + r] = se[e][row];
@@ -181,7 +181,10 @@ struct RowLsePartials : PlainNode<RowLseArgs> {
     int64_t m_pad = (int64_t(M) + tile_m - 1) / tile_m * tile_m;
     int64_t n_tiles = (int64_t(N) + tile_n - 1) / tile_n;
     auto [r0, c0] = detail::thread_origin(args);
-    float* column = params->ptr + int64_t(n) * m_pad;
+    // Tiles that only pad the grid (to a multiple of the cluster or swizzle)
+    // lie past (M, N) and have no partials to write.
+    bool inside = int64_t(m) * tile_m < int64_t(M) && int64_t(n) < n_tiles;
+    float* column = inside ? params->ptr + int64_t(n) * m_pad : nullptr;
     return Callbacks<decltype(args.tCcD), decltype(args.residue_tCcD)>(
         args.tCcD, args.residue_tCcD, r0, int64_t(m) * tile_m, n_tiles * m_pad, column);
   }

@@ -194,6 +194,9 @@ struct Gemm {
          static_cast<typename CollectiveEpilogue::ElementD*>(d),
          cutlass::make_cute_packed_stride(StrideD{}, {M, N, 1})},
         hw};
+    using Raster = decltype(args.scheduler.raster_order);
+    args.scheduler.max_swizzle_size = p.swizzle;
+    args.scheduler.raster_order = p.raster == 1 ? Raster::AlongM : p.raster == 2 ? Raster::AlongN : Raster::Heuristic;
     return args;
   }
 };

@@ -10,6 +10,7 @@ pub mod programs;
 pub mod timing;
 pub mod verify;
 
+use coda_runtime::dsl::ir::Shape;
 use coda_runtime::{Error, Stream, Tensor, aux, bf16};
 
 pub use programs::{residual_rms_partial, rowscale};
@@ -20,7 +21,8 @@ pub struct NormLinear {
     pub h: Tensor<bf16>,
     /// `u = h ⊙ γ`, the un-scaled input of the next GEMM, `[M, d]`.
     pub u: Tensor<bf16>,
-    /// Σh² partials, `[ceil(d / TILE_N), round_up(M, TILE_M)]`.
+    /// Σh² partials, `[ceil(d / tile_n), round_up(M, tile_m)]` for the tile
+    /// of the config `residual_rms_partial` runs at this shape.
     pub sq: Tensor<f32>,
     /// The inverse RMS, `[M]`.
     pub r: Tensor<f32>,
@@ -29,13 +31,13 @@ pub struct NormLinear {
 }
 
 impl NormLinear {
-    pub fn new(stream: &Stream, m: usize, d: usize, f: usize) -> Result<Self, Error> {
-        let t = residual_rms_partial::TILE_N;
-        let pad = m.div_ceil(residual_rms_partial::TILE_M) * residual_rms_partial::TILE_M;
+    /// Buffers for `x` `[M, K]` through `Wo` `[d, K]` and `W1` `[f, d]`.
+    pub fn new(stream: &Stream, m: usize, k: usize, d: usize, f: usize) -> Result<Self, Error> {
+        let choice = residual_rms_partial::KERNEL.choose(stream, m, d, k)?;
         Ok(NormLinear {
             h: Tensor::zeros(stream, &[m, d])?,
             u: Tensor::zeros(stream, &[m, d])?,
-            sq: Tensor::zeros(stream, &[d.div_ceil(t), pad])?,
+            sq: Tensor::zeros(stream, &choice.dims(Shape::RowPartial, m, d))?,
             r: Tensor::zeros(stream, &[m])?,
             y: Tensor::zeros(stream, &[m, f])?,
         })

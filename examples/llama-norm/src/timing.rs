@@ -42,7 +42,7 @@ pub fn time_case(stream: &Stream, m: usize, n: usize, k: usize, samples: usize, 
     for _ in 0..sets_n {
         let x = Tensor::from_host(stream, &rng.bf16s(m * k, -1.0, 1.0), &[m, k])?;
         let z = Tensor::from_host(stream, &rng.bf16s(m * n, -1.0, 1.0), &[m, n])?;
-        let mut out = NormLinear::new(stream, m, n, n)?;
+        let mut out = NormLinear::new(stream, m, k, n, n)?;
         out.r = Tensor::from_host(stream, &vec![1.0f32; m], &[m])?;
         sets.push(Set { x, z, out });
     }

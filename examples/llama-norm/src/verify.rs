@@ -81,7 +81,7 @@ pub fn run_case(stream: &Stream, m: usize, d: usize, k: usize, f: usize, seed: u
         w1: Tensor::from_host(stream, &host.w1, &[f, d])?,
         eps: EPS,
     };
-    let mut out = NormLinear::new(stream, m, d, f)?;
+    let mut out = NormLinear::new(stream, m, k, d, f)?;
     poison(stream, &mut out)?;
     norm_linear(stream, &x, &z, &w, &mut out)?;
     let got = download(stream, &out)?;
@@ -98,7 +98,9 @@ pub fn run_case(stream: &Stream, m: usize, d: usize, k: usize, f: usize, seed: u
 
     let rows = sample_rows(m, sample, &mut rng);
     let n_rows = rows.len();
-    let p1 = residual_rms_partial::program();
+    // The partials' layout follows the config the launch ran.
+    let config = residual_rms_partial::KERNEL.choose(stream, m, d, k)?.config;
+    let p1 = coda_runtime::dsl::Program { config, ..residual_rms_partial::program() };
     let n_tiles = p1.n_tiles(d);
     let m_pad = p1.m_padded(m);
     let acc = linear_rows(&to_f64(&host.x), &to_f64(&host.wo), k, &rows);

@@ -1,5 +1,5 @@
 //! `coda bench [--quick] [--json PATH] [--svg PATH]`: times every fused op and
-//! the block against their bare GEMMs (cuBLAS and our plain CUTLASS GEMM) on
+//! the block against their bare GEMMs (cuBLASLt and our plain CUTLASS GEMM) on
 //! the GPU, prints a table, and writes the rows as JSON and the ratios as an
 //! SVG chart. Progress goes to stderr.
 
@@ -29,7 +29,7 @@ fn main() {
     let total = plan.rows();
     let started = std::time::Instant::now();
     let mut progress = |done: usize, r: &suite::Row| {
-        eprintln!("[{done}/{total}, {:.0} s] {} {}: {:.3}× cuBLAS", started.elapsed().as_secs_f64(), r.name, r.shape, r.vs_cublas());
+        eprintln!("[{done}/{total}, {:.0} s] {} {}: {:.3}× cuBLASLt", started.elapsed().as_secs_f64(), r.name, r.shape, r.vs_cublas());
     };
     let rows = suite::run(&stream, &plan, &mut progress).unwrap_or_else(|e| {
         eprintln!("coda bench: {e}");
@@ -41,7 +41,7 @@ fn main() {
         std::fs::write(&path, serde_json::to_string_pretty(&json).expect("rows serialize")).unwrap_or_else(|e| panic!("{path}: {e}"));
     }
     if let Some(path) = value("--svg") {
-        let svg = suite::chart(&rows, &format!("CODA fused ops / bare cuBLAS GEMMs, {gpu}")).unwrap_or_else(|e| panic!("chart: {e}"));
+        let svg = suite::chart(&rows, &format!("CODA fused ops / bare cuBLASLt GEMMs, {gpu}")).unwrap_or_else(|e| panic!("chart: {e}"));
         std::fs::write(&path, svg).unwrap_or_else(|e| panic!("{path}: {e}"));
     }
 }

@@ -67,7 +67,7 @@ fn main() {
         let mut rng = Rng::new(5);
         // Two input sets: each holds A and every tile input, > 60 MB together.
         let sets = RefCell::new(
-            (0..2).map(|_| Setup::new(&stream, &program, m, n, k, &mut rng).expect("setup")).collect::<Vec<_>>(),
+            (0..2).map(|_| Setup::new(&stream, kernel, &program, None, (m, n, k), &mut rng).expect("setup")).collect::<Vec<_>>(),
         );
         let out = RefCell::new(Tensor::<bf16>::zeros(&stream, &[m, n]).expect("alloc"));
         let mut fused = |i: usize| sets.borrow_mut()[i % 2].launch(&stream, kernel, &program);

@@ -1,0 +1,343 @@
+//! Which compiled config, swizzle and raster order a launch runs.
+//!
+//! A program may be compiled for several configs (the build option
+//! `CODA_CONFIGS`, see `coda_codegen::ConfigSet`). Per (program, GEMM shape)
+//! the choice comes from, in order: this process's earlier choice for the
+//! shape; the on-disk cache of timed searches (keyed by GPU name, program,
+//! build hash, toolchain and shape); then the mode (`CODA_TUNE`, or
+//! [`set_mode`]):
+//! - `own`: the program's own config, CUTLASS's scheduler defaults (no cache);
+//! - `heuristic` (default): the own config unless its grid leaves SMs idle
+//!   in the last wave and another compiled config fills them better;
+//! - `search`: time every compiled config × swizzle {1, 8} × raster {M, N}
+//!   once on random data, keep the fastest, and write it to the cache
+//!   (`CODA_TUNE_CACHE`, default `~/.cache/coda-rs/tuning.json`).
+//!
+//! A choice is stable for the life of the process, so buffers sized from it
+//! (partials) fit every later launch of the same shape.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::dsl::ir::{BLayout, DType, Schedule};
+use crate::kernel::{Choice, Problem, Raster};
+use crate::{Error, Kernel, Stream, Tensor, TensorArg, bf16};
+
+/// How launches pick a config (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Own,
+    Heuristic,
+    Search,
+}
+
+impl Mode {
+    fn from_env() -> Result<Mode, Error> {
+        match std::env::var("CODA_TUNE").as_deref() {
+            Err(_) | Ok("") | Ok("heuristic") => Ok(Mode::Heuristic),
+            Ok("own") => Ok(Mode::Own),
+            Ok("search") => Ok(Mode::Search),
+            Ok(other) => Err(Error::arg("CODA_TUNE", format!("`{other}` is not `own`, `heuristic` or `search`"))),
+        }
+    }
+}
+
+/// One timed search result, as stored in the cache file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    pub gpu: String,
+    pub program: String,
+    pub build: String,
+    pub toolchain: String,
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub config: String,
+    pub swizzle: u32,
+    pub raster: Raster,
+    /// Median milliseconds per launch of the winner, and of the program's own config (swizzle 1, auto raster).
+    pub ms: f64,
+    pub own_ms: f64,
+}
+
+#[derive(Default)]
+struct Tuner {
+    mode: Option<Mode>,
+    chosen: HashMap<(String, usize, usize, usize), Choice>,
+    cache: Option<Vec<Entry>>,
+}
+
+fn tuner() -> &'static Mutex<Tuner> {
+    static T: OnceLock<Mutex<Tuner>> = OnceLock::new();
+    T.get_or_init(Default::default)
+}
+
+/// Overrides `CODA_TUNE` for this process (choices already made stay).
+pub fn set_mode(mode: Mode) {
+    tuner().lock().unwrap().mode = Some(mode);
+}
+
+/// The cache file: `CODA_TUNE_CACHE`, else `$XDG_CACHE_HOME/coda-rs/tuning.json`,
+/// else `$HOME/.cache/coda-rs/tuning.json`.
+pub fn cache_path() -> Option<PathBuf> {
+    let var = |k| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    var("CODA_TUNE_CACHE")
+        .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("coda-rs/tuning.json")))
+        .or_else(|| var("HOME").map(|d| d.join(".cache/coda-rs/tuning.json")))
+}
+
+fn load_cache() -> Vec<Entry> {
+    let Some(path) = cache_path() else { return vec![] };
+    match std::fs::read_to_string(&path) {
+        Ok(text) => serde_json::from_str(&text).unwrap_or_else(|e| {
+            eprintln!("coda: ignoring the tuning cache {} ({e})", path.display());
+            vec![]
+        }),
+        Err(_) => vec![],
+    }
+}
+
+fn store_cache(entries: &[Entry]) -> Result<(), Error> {
+    let Some(path) = cache_path() else { return Ok(()) };
+    let io = |e: std::io::Error| Error::arg("CODA_TUNE_CACHE", format!("cannot write {}: {e}", path.display()));
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(io)?;
+    }
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, serde_json::to_string_pretty(entries).expect("entries serialize")).map_err(io)?;
+    std::fs::rename(&tmp, &path).map_err(io)
+}
+
+/// The choice for `kernel` at `prob` (see the module docs).
+pub fn choose(kernel: &Kernel, stream: &Stream, prob: Problem) -> Result<Choice, Error> {
+    let key = (format!("{}/{}", kernel.name, kernel.build), prob.m, prob.n, prob.k);
+    let mut t = tuner().lock().unwrap();
+    if let Some(c) = t.chosen.get(&key) {
+        return Ok(*c);
+    }
+    let mode = match t.mode {
+        Some(m) => m,
+        None => Mode::from_env()?,
+    };
+    let choice = if mode == Mode::Own {
+        Choice::own(kernel)
+    } else {
+        let gpu = stream.device_name().to_string();
+        let cache = t.cache.get_or_insert_with(load_cache);
+        let hit = cache.iter().find(|e| {
+            (e.gpu.as_str(), e.program.as_str(), e.build.as_str(), e.toolchain.as_str(), e.m, e.n, e.k)
+                == (gpu.as_str(), kernel.name, kernel.build, kernel.toolchain, prob.m, prob.n, prob.k)
+        });
+        let cached = hit.and_then(|e| {
+            let v = kernel.variants.iter().position(|v| v.config.name() == e.config)?;
+            Some(Choice { variant: v, config: kernel.variants[v].config, swizzle: e.swizzle, raster: e.raster })
+        });
+        match (cached, mode) {
+            (Some(c), _) => c,
+            (None, Mode::Search) => {
+                let timed = search(kernel, stream, prob)?;
+                let (best, ms) = timed[0];
+                let own_ms = timed.iter().find(|(c, _)| *c == Choice::own(kernel)).map_or(f64::NAN, |t| t.1);
+                let entry = Entry {
+                    gpu,
+                    program: kernel.name.to_string(),
+                    build: kernel.build.to_string(),
+                    toolchain: kernel.toolchain.to_string(),
+                    m: prob.m,
+                    n: prob.n,
+                    k: prob.k,
+                    config: best.config.name(),
+                    swizzle: best.swizzle,
+                    raster: best.raster,
+                    ms,
+                    own_ms,
+                };
+                let cache = t.cache.as_mut().expect("loaded above");
+                cache.push(entry);
+                store_cache(cache)?;
+                best
+            }
+            (None, _) => heuristic(kernel, stream.sm_count() as usize, prob),
+        }
+    };
+    t.chosen.insert(key, choice);
+    Ok(choice)
+}
+
+/// The share of the last wave's CTA slots that hold a tile: 1 when the tile
+/// count (padded to the cluster) divides evenly into the SMs' slots.
+fn wave_fill(c: &crate::dsl::ir::Config, sms: usize, prob: Problem) -> f64 {
+    let tiles_m = prob.m.div_ceil(c.tile_m).div_ceil(c.cluster_m) * c.cluster_m;
+    let tiles_n = prob.n.div_ceil(c.tile_n).div_ceil(c.cluster_n) * c.cluster_n;
+    let tiles = tiles_m * tiles_n;
+    // A ping-pong CTA holds two tiles at once, one per consumer warpgroup.
+    let slots = if c.schedule == Schedule::Pingpong { 2 * sms } else { sms };
+    let waves = tiles.div_ceil(slots);
+    tiles as f64 / (waves * slots) as f64
+}
+
+/// The program's own config unless its last wave leaves a quarter of the
+/// slots idle and another compiled config fills its waves ≥ 10% better;
+/// between those, the one closest to the own config's tile area.
+fn heuristic(kernel: &Kernel, sms: usize, prob: Problem) -> Choice {
+    let own = Choice::own(kernel);
+    let own_fill = wave_fill(&own.config, sms, prob);
+    if own_fill >= 0.75 {
+        return own;
+    }
+    let area = |c: &crate::dsl::ir::Config| (c.tile_m * c.tile_n) as f64;
+    let better = kernel
+        .variants
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| wave_fill(&v.config, sms, prob) >= own_fill * 1.1)
+        .min_by(|(_, a), (_, b)| {
+            let d = |c| (area(c) / area(&own.config)).ln().abs();
+            d(&a.config).total_cmp(&d(&b.config))
+        });
+    match better {
+        Some((i, v)) => Choice { variant: i, config: v.config, ..own },
+        None => own,
+    }
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn uniform(&mut self, lo: f32, hi: f32) -> f32 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        lo + (hi - lo) * ((self.0 >> 40) as f32 / (1u64 << 24) as f32)
+    }
+}
+
+enum Buf {
+    Bf16(Tensor<bf16>),
+    F32(Tensor<f32>),
+    I32(Tensor<i32>),
+}
+
+fn random(stream: &Stream, dtype: DType, dims: &[usize], rng: &mut Rng, n: usize) -> Result<Buf, Error> {
+    let len = dims.iter().product::<usize>();
+    Ok(match dtype {
+        DType::Bf16 => Buf::Bf16(Tensor::from_host(
+            stream,
+            &(0..len).map(|_| bf16::from_f32(rng.uniform(-1.0, 1.0))).collect::<Vec<_>>(),
+            dims,
+        )?),
+        DType::F32 => Buf::F32(Tensor::from_host(stream, &(0..len).map(|_| rng.uniform(0.5, 1.5)).collect::<Vec<_>>(), dims)?),
+        // Index vectors (targets) in [0, N).
+        DType::I32 => Buf::I32(Tensor::from_host(
+            stream,
+            &(0..len).map(|_| (rng.uniform(0.0, 1.0) * n as f32) as i32 % n.max(1) as i32).collect::<Vec<_>>(),
+            dims,
+        )?),
+    })
+}
+
+/// Times every compiled config × swizzle {1, 8} × raster {M, N} (and the
+/// own config with CUTLASS's defaults) at `prob` on random data, samples
+/// interleaved after a short warm-up; fastest first, in milliseconds per launch.
+pub fn search(kernel: &Kernel, stream: &Stream, prob: Problem) -> Result<Vec<(Choice, f64)>, Error> {
+    let mut choices = vec![Choice::own(kernel)];
+    for (i, v) in kernel.variants.iter().enumerate() {
+        for swizzle in [1, 8] {
+            for raster in [Raster::AlongM, Raster::AlongN] {
+                choices.push(Choice { variant: i, config: v.config, swizzle, raster });
+            }
+        }
+    }
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let Problem { m, n, k } = prob;
+    let (a, b) = if kernel.is_map {
+        (None, None)
+    } else {
+        let b_dims = match kernel.b_layout {
+            BLayout::Nk => [n, k],
+            BLayout::Kn => [k, n],
+        };
+        let a = random(stream, DType::Bf16, &[m, k], &mut rng, n)?;
+        let b = random(stream, DType::Bf16, &b_dims, &mut rng, n)?;
+        (Some(a), Some(b))
+    };
+    // One set of buffers per compiled config (partials depend on its tile),
+    // shared by its swizzle and raster choices.
+    let mut sets = vec![];
+    for v in kernel.variants {
+        let c = Choice { config: v.config, ..Choice::own(kernel) };
+        let mut bufs = vec![];
+        for p in kernel.params {
+            bufs.push(random(stream, p.dtype, &c.dims(p.shape, m, n), &mut rng, n)?);
+        }
+        sets.push(RefCell::new(bufs));
+    }
+    let scalars = vec![1.0f32; kernel.scalars.len()];
+    let launch = |c: Choice| -> Result<(), Error> {
+        let mut bufs = sets[c.variant].borrow_mut();
+        let args: Vec<TensorArg> = bufs
+            .iter_mut()
+            .zip(kernel.params)
+            .map(|(b, p)| match (b, p.output) {
+                (Buf::Bf16(t), false) => TensorArg::input(&*t),
+                (Buf::Bf16(t), true) => TensorArg::output(t),
+                (Buf::F32(t), false) => TensorArg::input(&*t),
+                (Buf::F32(t), true) => TensorArg::output(t),
+                (Buf::I32(t), false) => TensorArg::input(&*t),
+                (Buf::I32(t), true) => TensorArg::output(t),
+            })
+            .collect();
+        match (&a, &b) {
+            (Some(Buf::Bf16(a)), Some(Buf::Bf16(b))) => kernel.launch(stream, Some(c), a, b, &args, &scalars),
+            _ => kernel.launch_map(stream, Some(c), &args, &scalars),
+        }
+    };
+    let launch = &launch;
+    let mut closures: Vec<Box<dyn FnMut(usize) -> Result<(), Error> + '_>> =
+        choices.iter().map(|&c| Box::new(move |_| launch(c)) as Box<dyn FnMut(usize) -> Result<(), Error>>).collect();
+    let mut refs: Vec<crate::bench::Launch<'_>> = closures.iter_mut().map(|f| &mut **f as crate::bench::Launch<'_>).collect();
+    let ms = crate::bench::interleaved(stream, Duration::from_millis(300), 15, 5, &mut refs)?;
+    let mut timed: Vec<(Choice, f64)> = choices.into_iter().zip(ms).collect();
+    timed.sort_by(|x, y| x.1.total_cmp(&y.1));
+    Ok(timed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dsl::ir::Config;
+    use crate::ffi::GemmLaunch;
+    use crate::kernel::Variant;
+
+    unsafe extern "C" fn never_run(_: *mut GemmLaunch) -> i32 {
+        std::process::abort()
+    }
+    unsafe extern "C" fn never_size(_: *mut GemmLaunch, _: *mut usize) -> i32 {
+        std::process::abort()
+    }
+    fn variant(name: &str) -> Variant {
+        Variant { config: Config::from_name(name).unwrap(), run: never_run, workspace: never_size }
+    }
+
+    /// The heuristic keeps the own config while its last wave is ≥ 75% full,
+    /// and otherwise takes a compiled config that fills the SMs better.
+    #[test]
+    fn heuristic_fills_the_last_wave() {
+        let variants: &'static [Variant] = Box::leak(Box::new([variant("coop_128x256_c1x1"), variant("coop_128x192_c1x1")]));
+        let kernel = Kernel { name: "t", b_layout: BLayout::Nk, is_map: false, params: &[], scalars: &[], variants, build: "", toolchain: "" };
+        let at = |m, n| heuristic(&kernel, 132, Problem { m, n, k: 4096 });
+        assert_eq!(at(4096, 4096).variant, 0, "512 tiles: 4 waves, 97% full");
+        // 35 × 4 = 140 tiles of 128×256 fill 2 waves to 53%; 35 × 6 = 210 of 128×192 to 80%.
+        let c = at(4480, 1024);
+        assert_eq!((c.variant, c.config.name()), (1, "coop_128x192_c1x1".to_string()));
+        assert!((wave_fill(&variants[0].config, 132, Problem { m: 4480, n: 1024, k: 8 }) - 140.0 / 264.0).abs() < 1e-12);
+        // A ping-pong CTA holds two tiles: 264 slots.
+        let pp = Config::from_name("pp_128x128_c1x2").unwrap();
+        assert!((wave_fill(&pp, 132, Problem { m: 4096, n: 4096, k: 8 }) - 1024.0 / 1056.0).abs() < 1e-12);
+    }
+}
