@@ -39,7 +39,7 @@ def main():
         "| op | shape | CODA | cuBLASLt GEMMs | our CUTLASS GEMM | eager | torch.compile | CODA / cuBLASLt | CUTLASS / cuBLASLt | CODA / compile |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    configs = []
+    notes = []
     for r in coda["rows"]:
         t = theirs.get((r["name"], r["shape"]), {})
         cut = f"{r['cutlass_ms']:.4f}" if r.get("cutlass_ms") is not None else "-"
@@ -51,10 +51,10 @@ def main():
             f"| {r['name']} | {r['shape']} | {r['fused_ms']:.4f} | {r['cublas_ms']:.4f} | {cut} | {eager} | {comp} "
             f"| {r['fused_ms'] / r['cublas_ms']:.3f} | {cut_ratio} | {vs_comp} |"
         )
-        if r.get("configs"):
-            configs.append(f"- {r['name']} {r['shape']}: {r['configs']}")
-    if configs:
-        lines += ["", "Configs the single-GEMM rows ran (fused; our plain GEMM):", *configs]
+        if r.get("note"):
+            notes.append(f"- {r['name']} {r['shape']}: {r['note']}")
+    if notes:
+        lines += ["", *notes]
     table = "\n".join(lines)
     with open(os.path.join(a.out, "table.md"), "w") as f:
         f.write(table + "\n")

@@ -6,7 +6,6 @@ use std::fmt::Write;
 
 use coda_dsl::Program;
 use coda_dsl::ir::{BLayout, Config, Schedule};
-use sha2::{Digest, Sha256};
 
 fn config_literal(c: &Config) -> String {
     let schedule = match c.schedule {
@@ -25,8 +24,8 @@ fn config_literal(c: &Config) -> String {
 }
 
 /// `variants`: the program in each compiled config, its own first; `keys`:
-/// their content hashes (source + toolchain); `dropped`: configs of the set
-/// it cannot take, with the reason.
+/// their content hashes (source + toolchain), which tuning caches record;
+/// `dropped`: configs of the set it cannot take, with the reason.
 pub fn variants_table(
     variants: &[Program],
     dropped: &[(Config, String)],
@@ -48,19 +47,17 @@ pub fn variants_table(
         let _ = writeln!(s, "    fn {sym}_workspace(launch: *mut ::coda_runtime::ffi::GemmLaunch, bytes: *mut usize) -> i32;");
     }
     let _ = writeln!(s, "}}\n");
-    let build = Sha256::new().chain_update(keys.join(",")).finalize();
-    let _ = writeln!(s, "/// A hash of every compiled source and the toolchain: the program's key in tuning caches.");
-    let _ = writeln!(s, "pub const BUILD: &str = \"{:x}\";", build);
     let _ = writeln!(s, "/// The toolchain that compiled them.");
     let _ = writeln!(s, "pub const TOOLCHAIN: &str = \"{toolchain}\";");
     let _ = writeln!(s, "/// The compiled configs.");
     let _ = writeln!(s, "pub static VARIANTS: &[::coda_runtime::Variant] = &[");
-    for p in variants {
+    for (p, key) in variants.iter().zip(keys) {
         let sym = coda_dsl::symbol_prefix(package, name, &p.config);
         let _ = writeln!(
             s,
-            "    ::coda_runtime::Variant {{ config: {}, run: {sym}_run, workspace: {sym}_workspace }},",
-            config_literal(&p.config)
+            "    ::coda_runtime::Variant {{ config: {}, key: \"{}\", run: {sym}_run, workspace: {sym}_workspace }},",
+            config_literal(&p.config),
+            &key[..16]
         );
     }
     let _ = writeln!(s, "];");

@@ -45,7 +45,7 @@ fn config_table() {
     let names: Vec<String> = variants.iter().map(|v| v.config.name()).collect();
     assert_eq!(names, ["coop_128x256_c1x1", "pp_128x128_c1x2", "coop_256x128_c1x2"]);
     assert!(dropped.is_empty(), "{dropped:?}");
-    let keys: Vec<String> = (0..variants.len()).map(|i| format!("key{i}")).collect();
+    let keys: Vec<String> = (0..variants.len()).map(|i| format!("c0da{i}{}", "0".repeat(59))).collect();
     let table = coda_codegen::registry::variants_table(variants, dropped, "coda-runtime", &keys, "nvcc V13.0.88, CUTLASS 4.2.0");
     insta::assert_snapshot!("config_table", table);
 }

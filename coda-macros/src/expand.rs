@@ -52,7 +52,6 @@ fn configs_module(p: &Program, span: Span) -> TokenStream {
     quote::quote_spanned! {span=>
         mod configs {
             ::core::compile_error!(#msg);
-            pub const BUILD: &str = "";
             pub const TOOLCHAIN: &str = "";
             pub static VARIANTS: &[::coda_runtime::Variant] = &[];
         }
@@ -165,7 +164,6 @@ pub fn module(p: &Program, vis: &syn::Visibility, name_span: Span) -> TokenStrea
                 params: &[#(#infos),*],
                 scalars: &[#(#scalar_names),*],
                 variants: configs::VARIANTS,
-                build: configs::BUILD,
                 toolchain: configs::TOOLCHAIN,
             };
 

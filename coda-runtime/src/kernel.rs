@@ -18,6 +18,8 @@ pub struct ParamInfo {
 #[derive(Clone, Copy, Debug)]
 pub struct Variant {
     pub config: Config,
+    /// A hash of the generated source and the toolchain (tuning caches record it).
+    pub key: &'static str,
     pub run: RunFn,
     pub workspace: WorkspaceFn,
 }
@@ -33,8 +35,6 @@ pub struct Kernel {
     pub scalars: &'static [&'static str],
     /// The compiled configs, the program's own first.
     pub variants: &'static [Variant],
-    /// A hash of the compiled sources and toolchain (the program's key in tuning caches).
-    pub build: &'static str,
     /// The toolchain that compiled them (`nvcc V13.0.88, CUTLASS 4.2.0`).
     pub toolchain: &'static str,
 }

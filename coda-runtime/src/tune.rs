@@ -4,8 +4,9 @@
 //! `CODA_CONFIGS`, see `coda_codegen::ConfigSet`). Per (program, GEMM shape)
 //! the choice comes from, in order: this process's earlier choice for the
 //! shape; the on-disk cache of timed searches (keyed by GPU name, program,
-//! build hash, toolchain and shape); then the mode (`CODA_TUNE`, or
-//! [`set_mode`]):
+//! toolchain and shape; an entry counts where its config is compiled here
+//! from the same source, so a search over a wider build serves a narrower
+//! one); then the mode (`CODA_TUNE`, or [`set_mode`]):
 //! - `own`: the program's own config, CUTLASS's scheduler defaults (no cache);
 //! - `heuristic` (default): the own config unless its grid leaves SMs idle
 //!   in the last wave and another compiled config fills them better;
@@ -52,12 +53,13 @@ impl Mode {
 pub struct Entry {
     pub gpu: String,
     pub program: String,
-    pub build: String,
     pub toolchain: String,
     pub m: usize,
     pub n: usize,
     pub k: usize,
     pub config: String,
+    /// The content hash of the chosen config's source ([`crate::Variant::key`]).
+    pub key: String,
     pub swizzle: u32,
     pub raster: Raster,
     /// Median milliseconds per launch of the winner, and of the program's own config (swizzle 1, auto raster).
@@ -115,7 +117,7 @@ fn store_cache(entries: &[Entry]) -> Result<(), Error> {
 
 /// The choice for `kernel` at `prob` (see the module docs).
 pub fn choose(kernel: &Kernel, stream: &Stream, prob: Problem) -> Result<Choice, Error> {
-    let key = (format!("{}/{}", kernel.name, kernel.build), prob.m, prob.n, prob.k);
+    let key = (kernel.name.to_string(), prob.m, prob.n, prob.k);
     let mut t = tuner().lock().unwrap();
     if let Some(c) = t.chosen.get(&key) {
         return Ok(*c);
@@ -129,12 +131,8 @@ pub fn choose(kernel: &Kernel, stream: &Stream, prob: Problem) -> Result<Choice,
     } else {
         let gpu = stream.device_name().to_string();
         let cache = t.cache.get_or_insert_with(load_cache);
-        let hit = cache.iter().find(|e| {
-            (e.gpu.as_str(), e.program.as_str(), e.build.as_str(), e.toolchain.as_str(), e.m, e.n, e.k)
-                == (gpu.as_str(), kernel.name, kernel.build, kernel.toolchain, prob.m, prob.n, prob.k)
-        });
-        let cached = hit.and_then(|e| {
-            let v = kernel.variants.iter().position(|v| v.config.name() == e.config)?;
+        let cached = cache.iter().rev().filter(|e| same_problem(e, &gpu, kernel, prob)).find_map(|e| {
+            let v = kernel.variants.iter().position(|v| v.config.name() == e.config && v.key == e.key)?;
             Some(Choice { variant: v, config: kernel.variants[v].config, swizzle: e.swizzle, raster: e.raster })
         });
         match (cached, mode) {
@@ -143,21 +141,31 @@ pub fn choose(kernel: &Kernel, stream: &Stream, prob: Problem) -> Result<Choice,
                 let timed = search(kernel, stream, prob)?;
                 let (best, ms) = timed[0];
                 let own_ms = timed.iter().find(|(c, _)| *c == Choice::own(kernel)).map_or(f64::NAN, |t| t.1);
+                eprintln!(
+                    "coda tune: {} M={} N={} K={}: {} {ms:.4} ms (own config {own_ms:.4} ms, {} choices)",
+                    kernel.name,
+                    prob.m,
+                    prob.n,
+                    prob.k,
+                    best.describe(),
+                    timed.len()
+                );
                 let entry = Entry {
                     gpu,
                     program: kernel.name.to_string(),
-                    build: kernel.build.to_string(),
                     toolchain: kernel.toolchain.to_string(),
                     m: prob.m,
                     n: prob.n,
                     k: prob.k,
                     config: best.config.name(),
+                    key: kernel.variants[best.variant].key.to_string(),
                     swizzle: best.swizzle,
                     raster: best.raster,
                     ms,
                     own_ms,
                 };
                 let cache = t.cache.as_mut().expect("loaded above");
+                cache.retain(|e| !same_problem(e, &entry.gpu, kernel, prob));
                 cache.push(entry);
                 store_cache(cache)?;
                 best
@@ -167,6 +175,11 @@ pub fn choose(kernel: &Kernel, stream: &Stream, prob: Problem) -> Result<Choice,
     };
     t.chosen.insert(key, choice);
     Ok(choice)
+}
+
+fn same_problem(e: &Entry, gpu: &str, kernel: &Kernel, prob: Problem) -> bool {
+    (e.gpu.as_str(), e.program.as_str(), e.toolchain.as_str(), e.m, e.n, e.k)
+        == (gpu, kernel.name, kernel.toolchain, prob.m, prob.n, prob.k)
 }
 
 /// The share of the last wave's CTA slots that hold a tile: 1 when the tile
@@ -243,7 +256,8 @@ fn random(stream: &Stream, dtype: DType, dims: &[usize], rng: &mut Rng, n: usize
 
 /// Times every compiled config × swizzle {1, 8} × raster {M, N} (and the
 /// own config with CUTLASS's defaults) at `prob` on random data, samples
-/// interleaved after a short warm-up; fastest first, in milliseconds per launch.
+/// interleaved after a short warm-up (medians of 7); fastest first, in
+/// milliseconds per launch.
 pub fn search(kernel: &Kernel, stream: &Stream, prob: Problem) -> Result<Vec<(Choice, f64)>, Error> {
     let mut choices = vec![Choice::own(kernel)];
     for (i, v) in kernel.variants.iter().enumerate() {
@@ -301,7 +315,12 @@ pub fn search(kernel: &Kernel, stream: &Stream, prob: Problem) -> Result<Vec<(Ch
     let mut closures: Vec<Box<dyn FnMut(usize) -> Result<(), Error> + '_>> =
         choices.iter().map(|&c| Box::new(move |_| launch(c)) as Box<dyn FnMut(usize) -> Result<(), Error>>).collect();
     let mut refs: Vec<crate::bench::Launch<'_>> = closures.iter_mut().map(|f| &mut **f as crate::bench::Launch<'_>).collect();
-    let ms = crate::bench::interleaved(stream, Duration::from_millis(300), 15, 5, &mut refs)?;
+    // Enough back-to-back launches per sample for ≥ 1 ms of work; 7 samples
+    // each: the search costs ~10 ms per choice at 4096³, ~0.2 s at the
+    // largest block GEMMs.
+    let probe = crate::bench::interleaved(stream, Duration::ZERO, 1, 1, &mut refs[..1])?[0];
+    let reps = ((1.0 / probe).ceil() as usize).clamp(1, 10);
+    let ms = crate::bench::interleaved(stream, Duration::from_millis(200), 7, reps, &mut refs)?;
     let mut timed: Vec<(Choice, f64)> = choices.into_iter().zip(ms).collect();
     timed.sort_by(|x, y| x.1.total_cmp(&y.1));
     Ok(timed)
@@ -321,7 +340,7 @@ mod tests {
         std::process::abort()
     }
     fn variant(name: &str) -> Variant {
-        Variant { config: Config::from_name(name).unwrap(), run: never_run, workspace: never_size }
+        Variant { config: Config::from_name(name).unwrap(), key: "k", run: never_run, workspace: never_size }
     }
 
     /// The heuristic keeps the own config while its last wave is ≥ 75% full,
@@ -329,7 +348,7 @@ mod tests {
     #[test]
     fn heuristic_fills_the_last_wave() {
         let variants: &'static [Variant] = Box::leak(Box::new([variant("coop_128x256_c1x1"), variant("coop_128x192_c1x1")]));
-        let kernel = Kernel { name: "t", b_layout: BLayout::Nk, is_map: false, params: &[], scalars: &[], variants, build: "", toolchain: "" };
+        let kernel = Kernel { name: "t", b_layout: BLayout::Nk, is_map: false, params: &[], scalars: &[], variants, toolchain: "" };
         let at = |m, n| heuristic(&kernel, 132, Problem { m, n, k: 4096 });
         assert_eq!(at(4096, 4096).variant, 0, "512 tiles: 4 waves, 97% full");
         // 35 × 4 = 140 tiles of 128×256 fill 2 waves to 53%; 35 × 6 = 210 of 128×192 to 80%.

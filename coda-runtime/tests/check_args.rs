@@ -27,8 +27,7 @@ const KERNEL_FIELDS: Kernel = Kernel {
         ParamInfo { name: "sq", shape: Shape::RowPartial, dtype: DType::F32, output: true },
     ],
     scalars: &[],
-    variants: &[Variant { config: OWN, run: never_run, workspace: never_size }],
-    build: "test",
+    variants: &[Variant { config: OWN, key: "test", run: never_run, workspace: never_size }],
     toolchain: "none",
 };
 /// The program's own config: cooperative 128×256, so `sq` is `[ceil(N / 256), round_up(M, 128)]`.

@@ -30,8 +30,9 @@ pub struct Row {
     pub cublas_ms: f64,
     /// Our plain CUTLASS GEMM of the same shapes, where it covers all of them.
     pub cutlass_ms: Option<f64>,
-    /// The configs the fused program and our plain GEMM ran (single-GEMM rows).
-    pub configs: String,
+    /// What else the row needs said: the configs a single-GEMM row ran, the
+    /// LM head's extra device memory.
+    pub note: String,
 }
 
 impl Row {
@@ -98,7 +99,7 @@ fn single_gemm(
     };
     // Chosen (searched, with CODA_TUNE=search) before timing starts.
     let plain = linear::KERNEL.choose(stream, m, n, k)?;
-    let configs = format!("{}; linear {}", sets.borrow()[0].choice.describe(), plain.describe());
+    let note = format!("configs: fused {}; linear {}", sets.borrow()[0].choice.describe(), plain.describe());
     let r = reps(2.0 * (m * n * k) as f64);
     let t = bench::interleaved(stream, Duration::from_secs(1), samples, r, &mut [&mut fused, &mut cublas, &mut cutlass])?;
     Ok(Row {
@@ -108,7 +109,7 @@ fn single_gemm(
         fused_ms: t[0],
         cublas_ms: t[1],
         cutlass_ms: Some(t[2]),
-        configs,
+        note,
     })
 }
 
@@ -153,7 +154,7 @@ fn lm_head(stream: &Stream, (blas, lt): (&Cublas, &CublasLt), m: usize, d: usize
     let tb = bench::interleaved(stream, Duration::from_secs(1), samples, r.div_ceil(3), &mut [&mut fused_both, &mut cublas_both])?;
     let shape = format!("M={m} d={d} V={v}");
     Ok([
-        Row { name: "lm_head_ce fwd".into(), shape: shape.clone(), gemms: "1 (logits)".into(), fused_ms: t[0], cublas_ms: t[1], cutlass_ms: Some(t[2]), configs: String::new() },
+        Row { name: "lm_head_ce fwd".into(), shape: shape.clone(), gemms: "1 (logits)".into(), fused_ms: t[0], cublas_ms: t[1], cutlass_ms: Some(t[2]), note: String::new() },
         Row {
             name: "lm_head_ce fwd+bwd".into(),
             shape,
@@ -161,7 +162,11 @@ fn lm_head(stream: &Stream, (blas, lt): (&Cublas, &CublasLt), m: usize, d: usize
             fused_ms: tb[0],
             cublas_ms: tb[1],
             cutlass_ms: None,
-            configs: String::new(),
+            note: format!(
+                "extra device memory {:.0} MiB, chunks of 4096 rows (one M × V f32 buffer: {:.0} MiB)",
+                bs.borrow().chunk_bytes() as f64 / (1 << 20) as f64,
+                (m * v * 4) as f64 / (1 << 20) as f64
+            ),
         },
     ])
 }
@@ -223,7 +228,7 @@ pub fn run(stream: &Stream, plan: &Plan, progress: &mut dyn FnMut(usize, &Row)) 
         let t = block::time_block(stream, &block::config(d, ffn), plan.tokens, plan.samples, 2)?;
         let shape = format!("M={} d={d} ffn={ffn}", plan.tokens);
         push(
-            Row { name: "block fwd".into(), shape: shape.clone(), gemms: "4".into(), fused_ms: t.forward, cublas_ms: t.forward_gemms, cutlass_ms: None, configs: String::new() },
+            Row { name: "block fwd".into(), shape: shape.clone(), gemms: "4".into(), fused_ms: t.forward, cublas_ms: t.forward_gemms, cutlass_ms: None, note: String::new() },
             &mut rows,
         );
         push(
@@ -234,7 +239,7 @@ pub fn run(stream: &Stream, plan: &Plan, progress: &mut dyn FnMut(usize, &Row)) 
                 fused_ms: t.forward_backward,
                 cublas_ms: t.forward_backward_gemms,
                 cutlass_ms: None,
-                configs: String::new(),
+                note: String::new(),
             },
             &mut rows,
         );
@@ -245,7 +250,7 @@ pub fn run(stream: &Stream, plan: &Plan, progress: &mut dyn FnMut(usize, &Row)) 
 /// The rows as a table: ms, and the fused time over each bare GEMM time.
 pub fn table(rows: &[Row]) -> String {
     let mut s = format!(
-        "{:<26} {:<22} {:>10} {:>10} {:>7} {:>10} {:>7}  {}\n",
+        "{:<26} {:<22} {:>10} {:>11} {:>7} {:>10} {:>7}  {}\n",
         "op", "shape", "fused ms", "cuBLASLt ms", "ratio", "CUTLASS ms", "ratio", "bare GEMMs"
     );
     for r in rows {
@@ -254,7 +259,7 @@ pub fn table(rows: &[Row]) -> String {
             None => ("-".into(), "-".into()),
         };
         s += &format!(
-            "{:<26} {:<22} {:>10.4} {:>10.4} {:>7.3} {:>10} {:>7}  {}\n",
+            "{:<26} {:<22} {:>10.4} {:>11.4} {:>7.3} {:>10} {:>7}  {}\n",
             r.name,
             r.shape,
             r.fused_ms,
@@ -264,6 +269,9 @@ pub fn table(rows: &[Row]) -> String {
             cr,
             r.gemms
         );
+    }
+    for r in rows.iter().filter(|r| !r.note.is_empty()) {
+        s += &format!("{} {}: {}\n", r.name, r.shape, r.note);
     }
     s
 }
@@ -313,8 +321,8 @@ mod tests {
 
     fn rows() -> Vec<Row> {
         vec![
-            Row { name: "gemm_swiglu".into(), shape: "M=4096 N=8192 K=4096".into(), gemms: "1".into(), fused_ms: 0.40, cublas_ms: 0.38, cutlass_ms: Some(0.41), configs: String::new() },
-            Row { name: "block fwd".into(), shape: "M=16384 d=2048 ffn=8192".into(), gemms: "4".into(), fused_ms: 2.7, cublas_ms: 3.0, cutlass_ms: None, configs: String::new() },
+            Row { name: "gemm_swiglu".into(), shape: "M=4096 N=8192 K=4096".into(), gemms: "1".into(), fused_ms: 0.40, cublas_ms: 0.38, cutlass_ms: Some(0.41), note: String::new() },
+            Row { name: "block fwd".into(), shape: "M=16384 d=2048 ffn=8192".into(), gemms: "4".into(), fused_ms: 2.7, cublas_ms: 3.0, cutlass_ms: None, note: String::new() },
         ]
     }
 

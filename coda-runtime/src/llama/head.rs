@@ -242,8 +242,6 @@ impl HeadBackwardState {
         (0..m).step_by(step).map(move |r0| r0..(r0 + step).min(m))
     }
 
-
-
     /// Device bytes of the chunk buffers: what the backward holds beyond its
     /// inputs and outputs, `O(chunk_rows · V)`.
     pub fn chunk_bytes(&self) -> usize {
