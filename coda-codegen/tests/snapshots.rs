@@ -31,19 +31,20 @@ fn llama_programs() {
 }
 
 /// The table of compiled configs the macro's module includes, for the o_proj
-/// program with two extra configs (the own config first; `pp_128x256_c1x1`
-/// is not a config, `Config::from_name` refuses it).
+/// program with a set of three configs, one its own (the own config first;
+/// `pp_128x256_c1x1` is not a config, `Config::from_name` refuses it).
 #[test]
 fn config_table() {
     use coda_dsl::ir::Config;
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../coda-runtime/src/llama/programs.rs");
     let file = syn::parse_file(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    let set = ["pp_128x128_c1x2", "coop_256x128_c1x2", "pp_128x256_c1x1"];
+    let set = ["coop_128x256_c1x1", "pp_128x128_c1x2", "coop_256x128_c1x2", "pp_128x256_c1x1"];
     let extra = |_: &coda_dsl::Program| set.iter().filter_map(|n| Config::from_name(n).ok()).collect();
     let all = coda_dsl::lower_file_variants(&file, extra).unwrap();
     let (variants, dropped) = all.iter().find(|(v, _)| v[0].name == "linear_residual_rms_partial").unwrap();
     let names: Vec<String> = variants.iter().map(|v| v.config.name()).collect();
-    assert_eq!(names, ["coop_128x256_c1x1", "pp_128x128_c1x2", "coop_256x128_c1x2"]);
+    // The own config (ping-pong 128×128 c1×2) is listed once, first.
+    assert_eq!(names, ["pp_128x128_c1x2", "coop_128x256_c1x1", "coop_256x128_c1x2"]);
     assert!(dropped.is_empty(), "{dropped:?}");
     let keys: Vec<String> = (0..variants.len()).map(|i| format!("c0da{i}{}", "0".repeat(59))).collect();
     let table = coda_codegen::registry::variants_table(variants, dropped, "coda-runtime", &keys, "nvcc V13.0.88, CUTLASS 4.2.0");

@@ -756,6 +756,10 @@ pub fn lower_file(file: &syn::File) -> syn::Result<Vec<Program>> {
     epilogue_items(file)?.into_iter().map(|(f, config)| lower_fn(f, config)).collect()
 }
 
+/// A program in each config it compiles for (its own first), and the configs
+/// it cannot take, with the reason.
+pub type Variants = (Vec<Program>, Vec<(Config, String)>);
+
 /// Every program of `file` with the configurations `extra` asks for beside
 /// its own: `(program, variants)`, the program's own config first. A config
 /// the program cannot take (e.g. too little shared memory left for two
@@ -763,7 +767,7 @@ pub fn lower_file(file: &syn::File) -> syn::Result<Vec<Program>> {
 pub fn lower_file_variants(
     file: &syn::File,
     extra: impl Fn(&Program) -> Vec<Config>,
-) -> syn::Result<Vec<(Vec<Program>, Vec<(Config, String)>)>> {
+) -> syn::Result<Vec<Variants>> {
     let mut out = vec![];
     for (f, config) in epilogue_items(file)? {
         let program = lower_fn(f, config)?;

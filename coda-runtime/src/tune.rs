@@ -6,7 +6,8 @@
 //! shape; the on-disk cache of timed searches (keyed by GPU name, program,
 //! toolchain and shape; an entry counts where its config is compiled here
 //! from the same source, so a search over a wider build serves a narrower
-//! one); then the mode (`CODA_TUNE`, or [`set_mode`]):
+//! one), then the searches shipped with this crate (`tuning/`); then the
+//! mode (`CODA_TUNE`, or [`set_mode`]):
 //! - `own`: the program's own config, CUTLASS's scheduler defaults (no cache);
 //! - `heuristic` (default): the own config unless its grid leaves SMs idle
 //!   in the last wave and another compiled config fills them better;
@@ -72,7 +73,13 @@ struct Tuner {
     mode: Option<Mode>,
     chosen: HashMap<(String, usize, usize, usize), Choice>,
     cache: Option<Vec<Entry>>,
+    shipped: Option<Vec<Entry>>,
 }
+
+/// Searches run on an H200 for this crate's Llama programs at the block's
+/// and `coda bench`'s shapes (bench/NOTES.md); consulted after the user's
+/// cache. Entries count only where this build compiled the same source.
+const SHIPPED: &str = include_str!("../tuning/nvidia-h200.json");
 
 fn tuner() -> &'static Mutex<Tuner> {
     static T: OnceLock<Mutex<Tuner>> = OnceLock::new();
@@ -130,12 +137,9 @@ pub fn choose(kernel: &Kernel, stream: &Stream, prob: Problem) -> Result<Choice,
         Choice::own(kernel)
     } else {
         let gpu = stream.device_name().to_string();
-        let cache = t.cache.get_or_insert_with(load_cache);
-        let cached = cache.iter().rev().filter(|e| same_problem(e, &gpu, kernel, prob)).find_map(|e| {
-            let v = kernel.variants.iter().position(|v| v.config.name() == e.config && v.key == e.key)?;
-            Some(Choice { variant: v, config: kernel.variants[v].config, swizzle: e.swizzle, raster: e.raster })
-        });
-        match (cached, mode) {
+        let user = cached(t.cache.get_or_insert_with(load_cache), &gpu, kernel, prob);
+        let shipped = t.shipped.get_or_insert_with(|| serde_json::from_str(SHIPPED).expect("the shipped tuning cache parses"));
+        match (user.or_else(|| cached(shipped, &gpu, kernel, prob)), mode) {
             (Some(c), _) => c,
             (None, Mode::Search) => {
                 let timed = search(kernel, stream, prob)?;
@@ -175,6 +179,14 @@ pub fn choose(kernel: &Kernel, stream: &Stream, prob: Problem) -> Result<Choice,
     };
     t.chosen.insert(key, choice);
     Ok(choice)
+}
+
+/// The newest cache entry for this problem whose config is compiled here from the same source.
+fn cached(cache: &[Entry], gpu: &str, kernel: &Kernel, prob: Problem) -> Option<Choice> {
+    cache.iter().rev().filter(|e| same_problem(e, gpu, kernel, prob)).find_map(|e| {
+        let v = kernel.variants.iter().position(|v| v.config.name() == e.config && v.key == e.key)?;
+        Some(Choice { variant: v, config: kernel.variants[v].config, swizzle: e.swizzle, raster: e.raster })
+    })
 }
 
 fn same_problem(e: &Entry, gpu: &str, kernel: &Kernel, prob: Problem) -> bool {
@@ -341,6 +353,50 @@ mod tests {
     }
     fn variant(name: &str) -> Variant {
         Variant { config: Config::from_name(name).unwrap(), key: "k", run: never_run, workspace: never_size }
+    }
+
+    /// A cache entry serves a build that compiled its config from the same
+    /// source (whatever else the build has), for the same GPU, program,
+    /// toolchain and shape; the newest matching entry wins.
+    #[test]
+    fn cache_entries_match_by_config_source() {
+        let variants: &'static [Variant] = Box::leak(Box::new([variant("coop_128x256_c1x1"), variant("pp_128x128_c1x2")]));
+        let kernel = Kernel { name: "p", b_layout: BLayout::Nk, is_map: false, params: &[], scalars: &[], variants, toolchain: "tc" };
+        let prob = Problem { m: 4096, n: 4096, k: 4096 };
+        let entry = |config: &str, key: &str, swizzle| Entry {
+            gpu: "H200".into(),
+            program: "p".into(),
+            toolchain: "tc".into(),
+            m: 4096,
+            n: 4096,
+            k: 4096,
+            config: config.into(),
+            key: key.into(),
+            swizzle,
+            raster: Raster::AlongN,
+            ms: 1.0,
+            own_ms: 1.1,
+        };
+        let json = serde_json::to_string(&vec![entry("pp_128x128_c1x2", "k", 8)]).unwrap();
+        let cache: Vec<Entry> = serde_json::from_str(&json).unwrap();
+        let c = cached(&cache, "H200", &kernel, prob).unwrap();
+        assert_eq!((c.variant, c.swizzle, c.raster), (1, 8, Raster::AlongN));
+        assert_eq!(cached(&cache, "H100", &kernel, prob), None, "another GPU");
+        assert_eq!(cached(&cache, "H200", &kernel, Problem { k: 8192, ..prob }), None, "another shape");
+        let stale = [entry("pp_128x128_c1x2", "old source", 8)];
+        assert_eq!(cached(&stale, "H200", &kernel, prob), None, "the config's source changed");
+        let absent = [entry("coop_256x128_c1x2", "k", 8)];
+        assert_eq!(cached(&absent, "H200", &kernel, prob), None, "not compiled in this build");
+        let newer = [entry("pp_128x128_c1x2", "k", 8), entry("coop_128x256_c1x1", "k", 2)];
+        assert_eq!(cached(&newer, "H200", &kernel, prob).map(|c| (c.variant, c.swizzle)), Some((0, 2)));
+    }
+
+    /// The shipped searches parse and name this crate's programs on an H200.
+    #[test]
+    fn shipped_cache_parses() {
+        let entries: Vec<Entry> = serde_json::from_str(SHIPPED).unwrap();
+        assert!(entries.len() > 50);
+        assert!(entries.iter().all(|e| e.gpu == "NVIDIA H200" && e.program.starts_with("coda-runtime::") && e.key.len() == 16));
     }
 
     /// The heuristic keeps the own config while its last wave is ≥ 75% full,

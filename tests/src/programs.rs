@@ -78,7 +78,7 @@ pub fn rank_one_stores(acc: Acc, r: PerRow<f32>, eps: Scalar, gamma: PerCol<bf16
     (y, r2, g2)
 }
 
-#[coda::epilogue]
+#[coda::epilogue(tile = (128, 128), cluster = (1, 2), schedule = pingpong)]
 /// A plain GEMM `A · Bᵀ`, bf16 out: our CUTLASS mainloop without an
 /// epilogue, the second baseline of `coda bench`.
 pub fn linear(acc: Acc) -> Tile<bf16> {
@@ -86,56 +86,11 @@ pub fn linear(acc: Acc) -> Tile<bf16> {
     y
 }
 
-#[coda::epilogue]
+#[coda::epilogue(tile = (128, 128), cluster = (1, 2), schedule = pingpong)]
 /// SwiGLU over interleaved (gate, up) columns without a row scale:
 /// `[M, 2n]` accumulator → `[M, n]`.
 pub fn swiglu(acc: Acc) -> HalfTile<bf16> {
     let (g, u) = unpair(acc);
     let y = silu(g) * u;
     y
-}
-
-// Twins of the Llama forward ops on the other schedule, timed against the
-// runtime's by `time_programs`: ping-pong 128×128 (cluster 1×2), where one
-// warpgroup's epilogue overlaps the other's mainloop (perf-notes.md), for the
-// ops the runtime runs cooperative 128×256, and the reverse.
-
-#[coda::epilogue(tile = (128, 128), cluster = (1, 2), schedule = pingpong)]
-/// `llama::linear_residual_rms_partial` on the ping-pong schedule.
-pub fn residual_rms_partial_pp(acc: Acc, residual: Tile<bf16>, gamma: PerCol<bf16>)
-    -> (Tile<bf16>, Tile<bf16>, RowPartial<f32>) {
-    let h = acc + residual;
-    let u = h * gamma;
-    let sq = row_sum(h * h);
-    (h, u, sq)
-}
-
-#[coda::epilogue]
-/// `llama::linear_rowscale_swiglu` on the cooperative 128×256 schedule.
-pub fn rowscale_swiglu_coop(acc: Acc, r: PerRow<f32>) -> HalfTile<bf16> {
-    let z = acc * r;
-    let (g, u) = unpair(z);
-    let y = silu(g) * u;
-    y
-}
-
-#[coda::epilogue(tile = (128, 128), cluster = (1, 2), schedule = pingpong)]
-/// `llama::linear_rowscale_rope` on the ping-pong schedule.
-pub fn rowscale_rope_pp(acc: Acc, r: PerRow<f32>, pos: PerRow<f32>, freq: PerCol<f32>) -> Tile<bf16> {
-    let q = acc * r;
-    let (x0, x1) = unpair(q);
-    let (angle, _) = unpair(pos * freq);
-    let c = cos(angle);
-    let s = sin(angle);
-    let y = pair(x0 * c - x1 * s, x0 * s + x1 * c);
-    y
-}
-
-#[coda::epilogue]
-/// `llama::linear_cross_entropy` on the cooperative 128×256 schedule.
-pub fn cross_entropy_coop(acc: Acc, r: PerRow<f32>, target: PerRow<i32>) -> (LsePartial<f32>, PerRow<f32>) {
-    let logits = acc * r;
-    let lse = row_lse(logits);
-    let target_logit = gather(logits, target);
-    (lse, target_logit)
 }

@@ -167,7 +167,10 @@ struct Chunk {
     logits: Tensor<bf16>,
     lse_partials: Tensor<f32>,
     dlogits: Tensor<bf16>,
+    /// `Σ dlogits ⊙ logits` partials of `linear_cross_entropy_backward` and of
+    /// `cross_entropy_grad`: each its own, since their configs (so tiles) may differ.
     s_partials: Tensor<f32>,
+    grad_s_partials: Tensor<f32>,
     s: Tensor<f32>,
     xg: Tensor<bf16>,
 }
@@ -181,6 +184,7 @@ impl Chunk {
             lse_partials: partials(stream, &ce_save::KERNEL, Shape::LsePartial, (rows, v, d))?,
             dlogits: Tensor::zeros(stream, &[rows, v])?,
             s_partials: partials(stream, &ce_backward::KERNEL, Shape::RowPartial, (rows, v, d))?,
+            grad_s_partials: partials(stream, &ce_grad::KERNEL, Shape::RowPartial, (rows, v, MAP_K))?,
             s: Tensor::zeros(stream, &[rows])?,
             xg: Tensor::zeros(stream, &[rows, h.hidden()])?,
         })
@@ -192,7 +196,7 @@ impl Chunk {
     }
 
     fn bytes(&self) -> usize {
-        2 * (self.logits.len() + self.dlogits.len() + self.xg.len()) + 4 * (self.lse_partials.len() + self.s_partials.len() + self.s.len())
+        2 * (self.logits.len() + self.dlogits.len() + self.xg.len()) + 4 * (self.lse_partials.len() + self.s_partials.len() + self.grad_s_partials.len() + self.s.len())
     }
 }
 
@@ -280,6 +284,7 @@ pub fn head_backward(
                 dot: &mut c.s_partials,
             },
         )?;
+        aux::row_sums(stream, &c.s_partials, 1.0 / h.hidden() as f32, &mut c.s)?;
         input_and_weight_grads(stream, h, x, fwd, bs, rows, i == 0, g)?;
     }
     aux::col_sums(stream, &bs.dgamma_partials, &mut g.dgamma)
@@ -326,17 +331,17 @@ pub fn head_forward_backward(
                 target: &target,
                 w: &bs.row_weights.rows(rows.clone())?,
                 dlogits: &mut c.dlogits,
-                dot: &mut c.s_partials,
+                dot: &mut c.grad_s_partials,
             },
         )?;
+        aux::row_sums(stream, &c.grad_s_partials, 1.0 / h.hidden() as f32, &mut c.s)?;
         input_and_weight_grads(stream, h, x, fs, bs, rows, i == 0, g)?;
     }
     aux::cross_entropy_loss(stream, &fs.lse, &fs.target_logit, targets, h.vocab(), &mut fs.loss, &mut fs.mean)?;
     aux::col_sums(stream, &bs.dgamma_partials, &mut g.dgamma)
 }
 
-/// With a chunk's `dlogits` and `s` partials written: `s`, then `dx` and the
-/// `dγ` partials of its rows (the norm's backward in the epilogue of
+/// With a chunk's `dlogits` and `s` written: `dx` and the `dγ` partials of its rows (the norm's backward in the epilogue of
 /// `dlogits · W`), and `dW (+)= dlogitsᵀ · (x̂ ⊙ γ)`.
 #[allow(clippy::too_many_arguments)]
 fn input_and_weight_grads(
@@ -353,7 +358,6 @@ fn input_and_weight_grads(
     let (r0, r1) = (rows.start, rows.end);
     let HeadBackwardState { dgamma_partials, dgamma_choice, blas, full, last, .. } = bs;
     let c = Chunk::pick(full, last, rows.len());
-    aux::row_sums(stream, &c.s_partials, 1.0 / h.hidden() as f32, &mut c.s)?;
     norm_backward::launch_as(
         stream,
         Some(*dgamma_choice),

@@ -1,12 +1,12 @@
 //! The Llama block's epilogue programs, written in our own DSL and compiled
-//! by this crate's build script. The SwiGLU forward ops run on the ping-pong
-//! 128×128 schedule, which overlaps one warpgroup's epilogue with the other's
-//! mainloop: measured faster than cooperative 128×256 at M=N=K 4096 and 8192
-//! (bench/NOTES.md); `row_lse` programs need cluster 1×1 (not yet measured).
+//! by this crate's build script. Own configs: what the timed search picked most
+//! at the block's and `coda bench`'s shapes on an H200 (bench/NOTES.md), mostly
+//! ping-pong 128×128 c1×2 (one warpgroup's epilogue hides under the other's
+//! mainloop); build.rs adds the other winners, `tuning/nvidia-h200.json` says where.
 
 use crate as coda;
 
-#[coda::epilogue]
+#[coda::epilogue(tile = (128, 128), cluster = (1, 2), schedule = pingpong)]
 /// o_proj / down epilogue: residual add, RMSNorm weight, partial Σh² for the
 /// deferred norm (`h = acc + residual`, `u = h ⊙ γ`).
 pub fn linear_residual_rms_partial(acc: Acc, residual: Tile<bf16>, gamma: PerCol<bf16>)
@@ -36,7 +36,7 @@ pub fn linear_rowscale_swiglu_save(acc: Acc, r: PerRow<f32>) -> (Tile<bf16>, Hal
     (z, y)
 }
 
-#[coda::epilogue]
+#[coda::epilogue(tile = (128, 128), cluster = (1, 2), schedule = pingpong)]
 /// qkv epilogue: the deferred row scale, then RoPE on adjacent column pairs by
 /// `pos[m] · freq[n]` (`freq` is 0 on the v columns, which stay as they are).
 pub fn linear_rowscale_rope(acc: Acc, r: PerRow<f32>, pos: PerRow<f32>, freq: PerCol<f32>) -> Tile<bf16> {
@@ -50,7 +50,7 @@ pub fn linear_rowscale_rope(acc: Acc, r: PerRow<f32>, pos: PerRow<f32>, freq: Pe
     y
 }
 
-#[coda::epilogue]
+#[coda::epilogue(tile = (128, 128), cluster = (1, 2), schedule = pingpong)]
 /// LM-head forward: the deferred row scale, online log-sum-exp partials and
 /// the target logit; the logits are never written.
 pub fn linear_cross_entropy(acc: Acc, r: PerRow<f32>, target: PerRow<i32>) -> (LsePartial<f32>, PerRow<f32>) {
@@ -60,7 +60,7 @@ pub fn linear_cross_entropy(acc: Acc, r: PerRow<f32>, target: PerRow<i32>) -> (L
     (lse, target_logit)
 }
 
-#[coda::epilogue(b_layout = kn)]
+#[coda::epilogue(tile = (128, 128), cluster = (1, 2), schedule = pingpong, b_layout = kn)]
 /// RMSNorm backward in the epilogue of `g = dy · W` (B is the weight `W`
 /// `[N_out, d]` read as `[K, N]`): with `x̂ = r ⊙ h`,
 /// `dx = dres + r ⊙ (g ⊙ γ − x̂ ⊙ s)` (added into the residual gradient),
@@ -114,7 +114,7 @@ pub fn linear_dswiglu(acc: Acc, z: DoubleTile<bf16>) -> (DoubleTile<bf16>, RowPa
     (dz, dot)
 }
 
-#[coda::epilogue]
+#[coda::epilogue(tile = (128, 128), cluster = (1, 2), schedule = pingpong)]
 /// LM-head backward for a chunk of rows: recomputes the logits `r ⊙ acc`,
 /// writes `dlogits = (softmax − onehot(target)) · w` (`w[m]`: the loss's
 /// gradient for row m, 0 for ignored rows) and the `Σ dlogits ⊙ logits`
@@ -136,14 +136,14 @@ pub fn rms_input(x: Tile<bf16>, gamma: PerCol<bf16>) -> (Tile<bf16>, RowPartial<
     (u, sq)
 }
 
-#[coda::epilogue(b_layout = kn)]
+#[coda::epilogue(tile = (128, 128), cluster = (1, 2), schedule = pingpong, b_layout = kn)]
 /// A plain GEMM `A · B` (e.g. the o_proj input gradient `dh · W_o`).
 pub fn matmul(acc: Acc) -> Tile<bf16> {
     let y = acc;
     y
 }
 
-#[coda::epilogue]
+#[coda::epilogue(tile = (128, 192), cluster = (2, 1), schedule = pingpong)]
 /// LM-head forward that keeps the logits (bf16) for `cross_entropy_grad`:
 /// `linear_cross_entropy` plus the logits `r ⊙ acc` themselves.
 pub fn linear_cross_entropy_save(acc: Acc, r: PerRow<f32>, target: PerRow<i32>)

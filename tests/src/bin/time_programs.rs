@@ -1,4 +1,4 @@
-//! Times every test program next to a plain cuBLAS GEMM of the same shape,
+//! Times every test program next to a plain cuBLASLt GEMM of the same shape,
 //! in one process (`coda_runtime::bench::interleaved`: warm-up, interleaved
 //! samples, medians, inputs rotated across sets larger than the L2).
 //! Needs an H100/H200; prints a table. `time_programs [--quick] [--programs-only]`
@@ -6,9 +6,9 @@
 use std::cell::RefCell;
 use std::time::Duration;
 
-use coda_runtime::blas::Cublas;
+use coda_runtime::blas::CublasLt;
 use coda_runtime::dsl::Program;
-use coda_runtime::{Kernel, Stream, Tensor, bench, bf16};
+use coda_runtime::{Choice, Kernel, Stream, Tensor, bench, bf16};
 use coda_runtime::llama::programs::{
     linear_cross_entropy, linear_residual_rms_partial, linear_rowscale_rope, linear_rowscale_swiglu, rmsnorm_backward,
 };
@@ -32,7 +32,7 @@ fn main() {
             return;
         }
     };
-    let blas = Cublas::new(&stream).expect("cuBLAS loads");
+    let blas = CublasLt::new(&stream).expect("cuBLASLt loads");
     let progs: Vec<(&str, &Kernel, Program, (usize, usize, usize))> = vec![
         ("residual_rms_partial", &residual_rms_partial::KERNEL, residual_rms_partial::program(), (4096, 4096, 4096)),
         ("rowscale", &rowscale::KERNEL, rowscale::program(), (4096, 4096, 4096)),
@@ -47,27 +47,28 @@ fn main() {
         ("rank_one_stores", &rank_one_stores::KERNEL, rank_one_stores::program(), (4096, 4096, 4096)),
         ("llama rmsnorm_backward", &rmsnorm_backward::KERNEL, rmsnorm_backward::program(), (4096, 4096, 4096)),
     ];
-    // The Llama forward ops against twins on the other schedule (cooperative 128×256 / ping-pong 128×128 c1×2).
-    let mut progs = progs;
+    // The Llama forward ops at the sizes, in every config the build compiled for them.
+    let mut progs: Vec<_> = progs.into_iter().map(|(name, kernel, program, shape)| (name.to_string(), kernel, program, None, shape)).collect();
     for n in [4096, 8192] {
-        progs.extend([
+        for (name, kernel, program, shape) in [
             ("llama residual_rms_partial", &linear_residual_rms_partial::KERNEL, linear_residual_rms_partial::program(), (n, n, n)),
-            ("  ping-pong twin", &residual_rms_partial_pp::KERNEL, residual_rms_partial_pp::program(), (n, n, n)),
             ("llama rowscale_swiglu", &linear_rowscale_swiglu::KERNEL, linear_rowscale_swiglu::program(), (n, 2 * n, n)),
-            ("  cooperative twin", &rowscale_swiglu_coop::KERNEL, rowscale_swiglu_coop::program(), (n, 2 * n, n)),
             ("llama rowscale_rope", &linear_rowscale_rope::KERNEL, linear_rowscale_rope::program(), (n, 3 * n, n)),
-            ("  ping-pong twin", &rowscale_rope_pp::KERNEL, rowscale_rope_pp::program(), (n, 3 * n, n)),
             ("llama cross_entropy", &linear_cross_entropy::KERNEL, linear_cross_entropy::program(), (n, 32768, n)),
-            ("  cooperative twin", &cross_entropy_coop::KERNEL, cross_entropy_coop::program(), (n, 32768, n)),
-        ]);
+        ] {
+            for (i, v) in kernel.variants.iter().enumerate() {
+                let choice = Choice { variant: i, config: v.config, ..Choice::own(kernel) };
+                progs.push((format!("{name} {}", v.config.name()), kernel, program.clone(), Some(choice), shape));
+            }
+        }
     }
     let (samples, reps) = if quick { (10, 5) } else { (30, 10) };
-    println!("{:<22} {:>18} {:>10} {:>12} {:>7}", "program", "M,N,K", "fused ms", "cuBLAS ms", "ratio");
-    for (name, kernel, program, (m, n, k)) in progs {
+    println!("{:<44} {:>18} {:>10} {:>12} {:>7}", "program", "M,N,K", "fused ms", "cuBLASLt ms", "ratio");
+    for (name, kernel, program, choice, (m, n, k)) in progs {
         let mut rng = Rng::new(5);
         // Two input sets: each holds A and every tile input, > 60 MB together.
         let sets = RefCell::new(
-            (0..2).map(|_| Setup::new(&stream, kernel, &program, None, (m, n, k), &mut rng).expect("setup")).collect::<Vec<_>>(),
+            (0..2).map(|_| Setup::new(&stream, kernel, &program, choice, (m, n, k), &mut rng).expect("setup")).collect::<Vec<_>>(),
         );
         let out = RefCell::new(Tensor::<bf16>::zeros(&stream, &[m, n]).expect("alloc"));
         let mut fused = |i: usize| sets.borrow_mut()[i % 2].launch(&stream, kernel, &program);
@@ -77,12 +78,12 @@ fn main() {
         };
         let t = bench::interleaved(&stream, Duration::from_secs(1), samples, reps, &mut [&mut fused, &mut gemm])
             .expect("timing runs");
-        println!("{name:<22} {:>18} {:>10.4} {:>12.4} {:>7.3}", format!("{m},{n},{k}"), t[0], t[1], t[0] / t[1]);
+        println!("{name:<44} {:>18} {:>10.4} {:>12.4} {:>7.3}", format!("{m},{n},{k}"), t[0], t[1], t[0] / t[1]);
     }
     if args_skip_blocks() {
         return;
     }
-    println!("\nblock, 16384 tokens: fused vs the sum of its bare cuBLAS GEMMs (forward: 4; forward+backward: 4 + 4 input-gradient + 4 weight-gradient)");
+    println!("\nblock, 16384 tokens: fused vs the sum of its bare cuBLASLt GEMMs (forward: 4; forward+backward: 4 + 4 input-gradient + 4 weight-gradient)");
     println!("{:>6} {:>7} {:>10} {:>10} {:>7} {:>12} {:>12} {:>7}", "d", "ffn", "fwd ms", "GEMMs ms", "ratio", "fwd+bwd ms", "GEMMs ms", "ratio");
     let sizes: &[(usize, usize)] = if quick { &[(2048, 8192)] } else { &[(2048, 8192), (4096, 11008), (8192, 28672)] };
     for &(d, ffn) in sizes {
