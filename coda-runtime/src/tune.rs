@@ -248,14 +248,15 @@ enum Buf {
     I32(Tensor<i32>),
 }
 
+fn uniform_bf16(stream: &Stream, dims: &[usize], rng: &mut Rng) -> Result<Tensor<bf16>, Error> {
+    let len = dims.iter().product::<usize>();
+    Tensor::from_host(stream, &(0..len).map(|_| bf16::from_f32(rng.uniform(-1.0, 1.0))).collect::<Vec<_>>(), dims)
+}
+
 fn random(stream: &Stream, dtype: DType, dims: &[usize], rng: &mut Rng, n: usize) -> Result<Buf, Error> {
     let len = dims.iter().product::<usize>();
     Ok(match dtype {
-        DType::Bf16 => Buf::Bf16(Tensor::from_host(
-            stream,
-            &(0..len).map(|_| bf16::from_f32(rng.uniform(-1.0, 1.0))).collect::<Vec<_>>(),
-            dims,
-        )?),
+        DType::Bf16 => Buf::Bf16(uniform_bf16(stream, dims, rng)?),
         DType::F32 => Buf::F32(Tensor::from_host(stream, &(0..len).map(|_| rng.uniform(0.5, 1.5)).collect::<Vec<_>>(), dims)?),
         // Index vectors (targets) in [0, N).
         DType::I32 => Buf::I32(Tensor::from_host(
@@ -281,16 +282,15 @@ pub fn search(kernel: &Kernel, stream: &Stream, prob: Problem) -> Result<Vec<(Ch
     }
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let Problem { m, n, k } = prob;
-    let (a, b) = if kernel.is_map {
-        (None, None)
+    // A map program's launches make their own empty GEMM.
+    let operands = if kernel.is_map {
+        None
     } else {
         let b_dims = match kernel.b_layout {
             BLayout::Nk => [n, k],
             BLayout::Kn => [k, n],
         };
-        let a = random(stream, DType::Bf16, &[m, k], &mut rng, n)?;
-        let b = random(stream, DType::Bf16, &b_dims, &mut rng, n)?;
-        (Some(a), Some(b))
+        Some((uniform_bf16(stream, &[m, k], &mut rng)?, uniform_bf16(stream, &b_dims, &mut rng)?))
     };
     // One set of buffers per compiled config (partials depend on its tile),
     // shared by its swizzle and raster choices.
@@ -318,18 +318,15 @@ pub fn search(kernel: &Kernel, stream: &Stream, prob: Problem) -> Result<Vec<(Ch
                 (Buf::I32(t), true) => TensorArg::output(t),
             })
             .collect();
-        match (&a, &b) {
-            (Some(Buf::Bf16(a)), Some(Buf::Bf16(b))) => kernel.launch(stream, Some(c), a, b, &args, &scalars),
-            _ => kernel.launch_map(stream, Some(c), &args, &scalars),
+        match &operands {
+            Some((a, b)) => kernel.launch(stream, Some(c), a, b, &args, &scalars),
+            None => kernel.launch_map(stream, Some(c), &args, &scalars),
         }
     };
     let launch = &launch;
-    let mut closures: Vec<Box<dyn FnMut(usize) -> Result<(), Error> + '_>> =
-        choices.iter().map(|&c| Box::new(move |_| launch(c)) as Box<dyn FnMut(usize) -> Result<(), Error>>).collect();
-    let mut refs: Vec<crate::bench::Launch<'_>> = closures.iter_mut().map(|f| &mut **f as crate::bench::Launch<'_>).collect();
-    // Enough back-to-back launches per sample for ≥ 1 ms of work; 7 samples
-    // each: the search costs ~10 ms per choice at 4096³, ~0.2 s at the
-    // largest block GEMMs.
+    let mut closures: Vec<_> = choices.iter().map(|&c| move |_: usize| launch(c)).collect();
+    let mut refs: Vec<crate::bench::Launch<'_>> = closures.iter_mut().map(|f| f as crate::bench::Launch<'_>).collect();
+    // Enough back-to-back launches per sample for ≥ 1 ms of work, 7 samples each.
     let probe = crate::bench::interleaved(stream, Duration::ZERO, 1, 1, &mut refs[..1])?[0];
     let reps = ((1.0 / probe).ceil() as usize).clamp(1, 10);
     let ms = crate::bench::interleaved(stream, Duration::from_millis(200), 7, reps, &mut refs)?;
