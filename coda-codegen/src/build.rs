@@ -9,21 +9,27 @@
 //!
 //! It finds the `#[epilogue]` items of the given files (with the same parser
 //! as the macro), writes one `.cu` per program and config, compiles each with
-//! nvcc (cached by content hash, bounded parallelism) and links them. Beside
+//! nvcc (cached by content hash in [`cache::default_dir`], bounded
+//! parallelism, a progress line per kernel) and links them. Beside
 //! each program's own config it can build a set of others for the runtime's
 //! tuner to choose from ([`Build::configs`], or `CODA_CONFIGS`); for each
 //! program it writes `OUT_DIR/coda-gen/<program>.rs`, the table of compiled
 //! configs that the macro's module includes.
 
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
-
-use sha2::{Digest, Sha256};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
 
 use coda_dsl::Program;
 use coda_dsl::ir::Config;
 
+use crate::cache;
+use crate::registry::Compiled;
 use crate::toolchain::Toolchain;
 
 /// Epilogue programs from these Rust files (relative to the crate's manifest).
@@ -33,6 +39,9 @@ pub fn epilogues<P: AsRef<Path>>(files: impl IntoIterator<Item = P>) -> Build {
         manifest_dir: None,
         out_dir: None,
         package: None,
+        version: None,
+        cuda_home: None,
+        cutlass_home: None,
         cache_dir: None,
         cargo_metadata: true,
         configs: ConfigSet::Own,
@@ -75,29 +84,64 @@ pub struct Build {
     manifest_dir: Option<PathBuf>,
     out_dir: Option<PathBuf>,
     package: Option<String>,
+    version: Option<String>,
+    cuda_home: Option<PathBuf>,
+    cutlass_home: Option<PathBuf>,
     cache_dir: Option<PathBuf>,
     cargo_metadata: bool,
     configs: ConfigSet,
     config_programs: Option<Vec<String>>,
 }
 
+/// One compiled config of a program.
+#[derive(Clone, Debug)]
+pub struct Kernel {
+    /// `<program>__<config>`.
+    pub name: String,
+    /// The generated source.
+    pub cu: PathBuf,
+    /// The object file in the cache.
+    pub object: PathBuf,
+    /// Whether nvcc ran for it (else the cache had it).
+    pub nvcc_ran: bool,
+    /// How long nvcc took, or finding it in the cache.
+    pub seconds: f64,
+    /// What ptxas reported for the kernel (see [`ptxas_summary`]).
+    pub ptxas: String,
+}
+
 /// What one build did, for tests and logs.
 #[derive(Debug, Default)]
 pub struct Report {
-    /// (`<program>__<config>`, generated `.cu`, object file, whether nvcc ran for it).
-    pub kernels: Vec<(String, PathBuf, PathBuf, bool)>,
+    /// Sorted by name.
+    pub kernels: Vec<Kernel>,
     /// (program, config, why it was not built): configs of the set a program cannot take.
     pub dropped: Vec<(String, Config, String)>,
+    /// Wall time of the whole build.
+    pub seconds: f64,
 }
 
 impl Report {
     pub fn nvcc_runs(&self) -> usize {
-        self.kernels.iter().filter(|k| k.3).count()
+        self.kernels.iter().filter(|k| k.nvcc_ran).count()
+    }
+    pub fn cache_hits(&self) -> usize {
+        self.kernels.len() - self.nvcc_runs()
     }
 }
 
+/// One kernel to compile or find in the cache.
+struct Job {
+    program: usize,
+    variant: usize,
+    name: String,
+    cu: PathBuf,
+    object: PathBuf,
+    key: String,
+}
+
 impl Build {
-    /// Resolve files and the toolchain from here instead of `CARGO_MANIFEST_DIR`.
+    /// Resolve files from here instead of `CARGO_MANIFEST_DIR`.
     pub fn manifest_dir(&mut self, dir: impl Into<PathBuf>) -> &mut Self {
         self.manifest_dir = Some(dir.into());
         self
@@ -112,7 +156,22 @@ impl Build {
         self.package = Some(name.to_string());
         self
     }
-    /// Where compiled objects are cached, instead of `CODA_CACHE_DIR` or `<target>/coda-cache`.
+    /// The package version in launcher symbols, instead of `CARGO_PKG_VERSION`.
+    pub fn version(&mut self, version: &str) -> &mut Self {
+        self.version = Some(version.to_string());
+        self
+    }
+    /// The CUDA toolkit root, unless `CODA_CUDA_HOME` is set (see [`crate::toolchain`]).
+    pub fn cuda_home(&mut self, dir: impl Into<PathBuf>) -> &mut Self {
+        self.cuda_home = Some(dir.into());
+        self
+    }
+    /// The CUTLASS source root, unless `CODA_CUTLASS_HOME` is set.
+    pub fn cutlass_home(&mut self, dir: impl Into<PathBuf>) -> &mut Self {
+        self.cutlass_home = Some(dir.into());
+        self
+    }
+    /// Where compiled objects are cached, instead of [`cache::default_dir`].
     pub fn cache_dir(&mut self, dir: impl Into<PathBuf>) -> &mut Self {
         self.cache_dir = Some(dir.into());
         self
@@ -135,28 +194,38 @@ impl Build {
         self
     }
 
-    /// Generates, compiles and links; on error prints a diagnostic and fails the build.
+    /// Generates, compiles and links; on error prints every diagnostic and
+    /// exits the build script with status 1 (a panic would add a backtrace).
     pub fn compile(&self, lib_name: &str) -> Report {
-        match self.try_compile(lib_name) {
-            Ok(r) => r,
-            Err(msg) => {
-                eprintln!("\n{msg}\n");
-                panic!("coda-codegen failed; see the message above");
-            }
-        }
+        self.try_compile(lib_name).unwrap_or_else(|msg| {
+            eprintln!("\n{msg}\n");
+            std::process::exit(1)
+        })
     }
 
-    /// As [`Build::compile`], returning the diagnostic instead of panicking.
+    /// As [`Build::compile`], returning the diagnostics instead of exiting.
     pub fn try_compile(&self, lib_name: &str) -> Result<Report, String> {
+        let start = Instant::now();
         let manifest_dir = self.manifest_dir.clone().map_or_else(|| env("CARGO_MANIFEST_DIR").map(PathBuf::from), Ok)?;
         let out_dir = self.out_dir.clone().map_or_else(|| env("OUT_DIR").map(PathBuf::from), Ok)?;
         let package = self.package.clone().map_or_else(|| env("CARGO_PKG_NAME"), Ok)?;
+        let version = self.version.clone().map_or_else(|| env("CARGO_PKG_VERSION"), Ok)?;
         let cargo = |line: String| {
             if self.cargo_metadata {
                 println!("cargo:{line}");
             }
         };
-        for var in ["CODA_CUDA_HOME", "CUDA_HOME", "CODA_CUTLASS_HOME", "CODA_CACHE_DIR", "CODA_JOBS", "CODA_CONFIGS", "CODA_CONFIG_PROGRAMS"] {
+        for var in [
+            "CODA_CUDA_HOME",
+            "CUDA_HOME",
+            "CODA_CUTLASS_HOME",
+            "CODA_TOOLCHAIN_DIR",
+            "XDG_CACHE_HOME",
+            "CODA_CACHE_DIR",
+            "CODA_JOBS",
+            "CODA_CONFIGS",
+            "CODA_CONFIG_PROGRAMS",
+        ] {
             cargo(format!("rerun-if-env-changed={var}"));
         }
         let set = match std::env::var("CODA_CONFIGS") {
@@ -170,37 +239,45 @@ impl Build {
         let extra = |p: &Program| {
             if only.as_ref().is_none_or(|o| o.contains(&p.name)) { set.configs() } else { vec![] }
         };
-        let mut programs = vec![];
-        for file in &self.files {
-            let path = manifest_dir.join(file);
+        let paths: Vec<PathBuf> = self.files.iter().map(|f| manifest_dir.join(f)).collect();
+        for path in &paths {
             cargo(format!("rerun-if-changed={}", path.display()));
-            let src = std::fs::read_to_string(&path).map_err(|e| format!("coda: cannot read {}: {e}", path.display()))?;
-            let ast = syn::parse_file(&src).map_err(|e| render(&path, &src, &e))?;
-            programs.extend(coda_dsl::lower_file_variants(&ast, extra).map_err(|e| render(&path, &src, &e))?);
         }
-        let mut tc = Toolchain::find(&manifest_dir)?;
-        tc.templates = crate::templates::write(&out_dir.join("coda-include"))?;
-        let cache = self.cache_dir.clone().unwrap_or_else(|| cache_dir(&manifest_dir, &out_dir));
+        let programs = lower_files(&paths, extra)?;
+
+        let tc = Toolchain::find_with(self.cuda_home.as_deref(), self.cutlass_home.as_deref(), |k| std::env::var_os(k))?;
+        let headers = crate::templates::write(&out_dir.join("coda-include"))?;
+        let cache = self.cache_dir.clone().map_or_else(|| cache::default_dir(|k| std::env::var_os(k)), Ok)?;
         std::fs::create_dir_all(&cache).map_err(|e| format!("coda: cannot create {}: {e}", cache.display()))?;
-        let fingerprint = tc.fingerprint()?;
         let toolchain = tc.version()?;
-        let compiler = tc.cc_build().get_compiler();
+        // cc tells cargo about the variables it read (CXXFLAGS and the like) when metadata is on.
+        let compiler = tc
+            .cc_build()
+            .flag("-Xptxas=-v")
+            .include(&headers)
+            .cargo_metadata(self.cargo_metadata)
+            .try_get_compiler()
+            .map_err(|e| format!("coda: cannot set up nvcc: {e}"))?;
+        let trees: Vec<PathBuf> = std::iter::once(headers).chain(tc.include_dirs()).collect();
+        let fingerprint = cache::fingerprint(&command_line(&compiler.to_command()), &trees, tc.nvcc_version_text())?;
 
         let gen_dir = out_dir.join("coda-gen");
-        std::fs::create_dir_all(&gen_dir).map_err(|e| e.to_string())?;
-        // (program index, variant index, `<program>__<config>`, .cu, object, content key)
+        std::fs::create_dir_all(&gen_dir).map_err(|e| format!("coda: cannot create {}: {e}", gen_dir.display()))?;
         let mut jobs = vec![];
         for (pi, (variants, _)) in programs.iter().enumerate() {
             for (vi, p) in variants.iter().enumerate() {
-                let stem = format!("{}__{}", p.name, p.config.name());
-                let cu = gen_dir.join(format!("{stem}.cu"));
-                let src = crate::emit::emit(p, &package);
-                std::fs::write(&cu, &src).map_err(|e| format!("coda: cannot write {}: {e}", cu.display()))?;
-                let key = format!("{:x}", Sha256::new().chain_update(&src).chain_update(&fingerprint).finalize());
-                let obj = cache.join(format!("{stem}-{}.o", &key[..16]));
-                jobs.push((pi, vi, stem, cu, obj, key));
+                let name = format!("{}__{}", p.name, p.config.name());
+                let cu = gen_dir.join(format!("{name}.cu"));
+                let src = crate::emit::emit(p, &package, &version);
+                cache::write_atomic(&cu, &src)?;
+                let key = cache::key(&fingerprint, &src);
+                let object = cache.join(format!("{name}-{}.o", &key[..16]));
+                jobs.push(Job { program: pi, variant: vi, name, cu, object, key });
             }
         }
+        let total = jobs.len();
+        let progress = Progress::new();
+        let finished = AtomicUsize::new(0);
         let built = Mutex::new(vec![]);
         let todo = Mutex::new(jobs.into_iter());
         let errors = Mutex::new(vec![]);
@@ -209,9 +286,19 @@ impl Build {
                 s.spawn(|| {
                     loop {
                         let Some(job) = todo.lock().unwrap().next() else { break };
-                        let ran = !job.4.is_file();
-                        match if ran { nvcc(&compiler, &job.3, &job.4) } else { Ok(()) } {
-                            Ok(()) => built.lock().unwrap().push((job, ran)),
+                        let t0 = Instant::now();
+                        let result = compile_cached(&compiler, &job.cu, &job.object);
+                        let seconds = t0.elapsed().as_secs_f64();
+                        let n = finished.fetch_add(1, Ordering::Relaxed) + 1;
+                        let what = match &result {
+                            Ok((true, _)) => format!("compiled in {seconds:.1} s"),
+                            Ok((false, _)) => "cached".to_string(),
+                            Err(_) => format!("failed after {seconds:.1} s"),
+                        };
+                        let p = &programs[job.program].0[job.variant];
+                        progress.line(&format!("coda: [{n}/{total}] {} {} {what}", p.name, p.config.name()));
+                        match result {
+                            Ok((nvcc_ran, ptxas)) => built.lock().unwrap().push((job, nvcc_ran, seconds, ptxas)),
                             Err(e) => errors.lock().unwrap().push((job, e)),
                         }
                     }
@@ -224,61 +311,104 @@ impl Build {
         let mut failed_extra = vec![];
         let mut fatal = vec![];
         for (job, e) in errors.into_inner().unwrap() {
-            if job.1 == 0 {
+            if job.variant == 0 {
                 fatal.push(e);
             } else {
-                cargo(format!("warning=coda: {} left out of the tuning set: nvcc failed ({})", job.2, job.3.display()));
-                failed_extra.push((job.0, job.1, e));
+                cargo(format!("warning=coda: {} left out of the tuning set: nvcc failed ({})", job.name, job.cu.display()));
+                failed_extra.push((job, e));
             }
         }
         if !fatal.is_empty() {
             return Err(fatal.join("\n\n"));
         }
         let mut built = built.into_inner().unwrap();
-        built.sort_by_key(|(job, _)| (job.0, job.1));
+        built.sort_by_key(|(job, ..)| (job.program, job.variant));
         for (pi, (variants, skipped)) in programs.iter().enumerate() {
-            let (mut compiled, mut keys) = (vec![], vec![]);
-            for (job, ran) in built.iter().filter(|(job, _)| job.0 == pi) {
-                compiled.push(variants[job.1].clone());
-                keys.push(job.5.clone());
-                report.kernels.push((job.2.clone(), job.3.clone(), job.4.clone(), *ran));
+            let mut compiled = vec![];
+            for (job, nvcc_ran, seconds, ptxas) in built.iter().filter(|(job, ..)| job.program == pi) {
+                compiled.push(Compiled { program: &variants[job.variant], key: &job.key, ptxas });
+                report.kernels.push(Kernel {
+                    name: job.name.clone(),
+                    cu: job.cu.clone(),
+                    object: job.object.clone(),
+                    nvcc_ran: *nvcc_ran,
+                    seconds: *seconds,
+                    ptxas: ptxas.clone(),
+                });
             }
             let mut dropped = skipped.clone();
-            for (_, vi, e) in failed_extra.iter().filter(|f| f.0 == pi) {
+            for (job, e) in failed_extra.iter().filter(|(job, _)| job.program == pi) {
                 let first = e.lines().find(|l| l.contains("error")).unwrap_or("nvcc failed").to_string();
-                dropped.push((variants[*vi].config, first));
+                dropped.push((variants[job.variant].config, first));
             }
             let name = &variants[0].name;
-            let table = crate::registry::variants_table(&compiled, &dropped, &package, &keys, &toolchain);
-            let rs = gen_dir.join(format!("{name}.rs"));
-            std::fs::write(&rs, table).map_err(|e| format!("coda: cannot write {}: {e}", rs.display()))?;
+            let table = crate::registry::variants_table(&compiled, &dropped, &package, &version, &toolchain);
+            cache::write_atomic(&gen_dir.join(format!("{name}.rs")), table)?;
             report.dropped.extend(dropped.into_iter().map(|(c, why)| (name.clone(), c, why)));
         }
-        report.kernels.sort();
-        archive(&out_dir, lib_name, &report)?;
+        report.kernels.sort_by(|a, b| a.name.cmp(&b.name));
+        archive(&out_dir, lib_name, &report, self.cargo_metadata)?;
         cargo(format!("rustc-link-search=native={}", out_dir.display()));
         cargo(format!("rustc-link-lib=static={lib_name}"));
+        report.seconds = start.elapsed().as_secs_f64();
+        progress.line(&format!(
+            "coda: {} kernels, {} nvcc runs, {} cache hits, {:.1} s",
+            report.kernels.len(),
+            report.nvcc_runs(),
+            report.cache_hits(),
+            report.seconds
+        ));
         Ok(report)
     }
 }
 
-fn env(k: &str) -> Result<String, String> {
-    std::env::var(k).map_err(|_| format!("coda: {k} is not set; call coda_codegen from a build script"))
+/// Lowers the `#[epilogue]` programs of `paths`, with every error of every
+/// file rendered (in source order per file), including program names used
+/// twice: each names launcher symbols and a generated table, whatever
+/// module or `#[cfg]` the function is under.
+fn lower_files(paths: &[PathBuf], extra: impl Fn(&Program) -> Vec<Config>) -> Result<Vec<coda_dsl::frontend::Variants>, String> {
+    let (mut programs, mut rendered) = (vec![], vec![]);
+    let mut first_seen: HashMap<String, String> = HashMap::new();
+    for path in paths {
+        let src = match std::fs::read_to_string(path) {
+            Ok(src) => src,
+            Err(e) => {
+                rendered.push(format!("error: cannot read {}: {e}\n", path.display()));
+                continue;
+            }
+        };
+        let ast = match syn::parse_file(&src) {
+            Ok(ast) => ast,
+            Err(e) => {
+                rendered.push(render(path, &src, &e));
+                continue;
+            }
+        };
+        let mut errors = vec![];
+        for f in coda_dsl::frontend::epilogue_fns(&ast) {
+            let ident = &f.sig.ident;
+            let here = format!("{}:{}", path.display(), ident.span().start().line);
+            if let Some(first) = first_seen.get(&ident.to_string()) {
+                errors.push(syn::Error::new(
+                    ident.span(),
+                    format!("epilogue program `{ident}` is defined twice (first at {first}); program names must be unique in one build"),
+                ));
+            } else {
+                first_seen.insert(ident.to_string(), here);
+            }
+        }
+        match coda_dsl::lower_file_variants(&ast, &extra) {
+            Ok(v) => programs.extend(v),
+            Err(e) => errors.extend(e),
+        }
+        errors.sort_by_key(|e| (e.span().start().line, e.span().start().column));
+        rendered.extend(errors.iter().map(|e| render(path, &src, e)));
+    }
+    if rendered.is_empty() { Ok(programs) } else { Err(rendered.join("\n")) }
 }
 
-/// Compiled objects live outside OUT_DIR so that every profile, target dir
-/// and fresh `OUT_DIR` reuses them (keys are content hashes, so sharing is
-/// safe): `CODA_CACHE_DIR`, else `coda-cache` beside the repository's
-/// `.toolchain/cuda`, else `<target dir>/coda-cache`.
-pub fn cache_dir(manifest_dir: &Path, out_dir: &Path) -> PathBuf {
-    if let Some(d) = std::env::var_os("CODA_CACHE_DIR").filter(|d| !d.is_empty()) {
-        return PathBuf::from(d);
-    }
-    if let Some(t) = manifest_dir.ancestors().map(|d| d.join(".toolchain")).find(|d| d.join("cuda").is_dir()) {
-        return t.join("coda-cache");
-    }
-    // OUT_DIR = <target>/<profile>/build/<pkg>-<hash>/out
-    out_dir.ancestors().nth(4).unwrap_or(out_dir).join("coda-cache")
+fn env(k: &str) -> Result<String, String> {
+    std::env::var(k).map_err(|_| format!("coda: {k} is not set; call coda_codegen from a build script"))
 }
 
 /// One Hopper GEMM TU takes ~3.3 GB and ~40 s: at most `CODA_JOBS` (default: cores, max 2) at once.
@@ -290,35 +420,98 @@ fn parallelism() -> usize {
         .max(1)
 }
 
-fn nvcc(compiler: &cc::Tool, cu: &Path, obj: &Path) -> Result<(), String> {
-    let tmp = obj.with_extension(format!("o.tmp{}", std::process::id()));
-    let mut cmd: Command = compiler.to_command();
+/// Build progress. Cargo shows a build script's output only when it fails,
+/// so lines also go to the terminal when there is one.
+struct Progress {
+    tty: Option<Mutex<std::fs::File>>,
+}
+
+impl Progress {
+    fn new() -> Progress {
+        Progress { tty: std::fs::OpenOptions::new().write(true).open("/dev/tty").ok().map(Mutex::new) }
+    }
+    fn line(&self, line: &str) {
+        eprintln!("{line}");
+        if let Some(tty) = &self.tty {
+            let _ = writeln!(tty.lock().unwrap(), "{line}");
+        }
+    }
+}
+
+/// A command's program and arguments.
+fn command_line(cmd: &Command) -> Vec<OsString> {
+    std::iter::once(cmd.get_program()).chain(cmd.get_args()).map(OsString::from).collect()
+}
+
+/// The object `obj` of `cu` and its ptxas summary (stored beside it as
+/// `.ptxas`), from the cache or by running nvcc; and whether nvcc ran.
+fn compile_cached(compiler: &cc::Tool, cu: &Path, obj: &Path) -> Result<(bool, String), String> {
+    let summary_path = obj.with_extension("ptxas");
+    if obj.is_file() {
+        if let Ok(summary) = std::fs::read_to_string(&summary_path) {
+            return Ok((false, summary));
+        }
+    }
+    let tmp = cache::temp_path(obj);
+    let mut cmd = compiler.to_command();
     cmd.arg("-c").arg(cu).arg("-o").arg(&tmp);
-    let shown = std::iter::once(cmd.get_program())
-        .chain(cmd.get_args())
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect::<Vec<_>>()
-        .join(" ");
+    let shown = command_line(&cmd).iter().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>().join(" ");
     let out = cmd.output().map_err(|e| format!("coda: cannot run nvcc ({shown}): {e}"))?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() {
         let _ = std::fs::remove_file(&tmp);
         return Err(format!(
-            "coda: nvcc failed on {}\ncommand: {shown}\n--- nvcc output ---\n{}{}",
+            "coda: nvcc failed on {}\ncommand: {shown}\n--- nvcc output ---\n{}{stderr}",
             cu.display(),
             String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
         ));
     }
-    std::fs::rename(&tmp, obj).map_err(|e| format!("coda: cannot store {}: {e}", obj.display()))
+    let summary = ptxas_summary(&stderr);
+    // The summary first: an object in the cache always has one.
+    cache::write_atomic(&summary_path, &summary)?;
+    std::fs::rename(&tmp, obj).map_err(|e| format!("coda: cannot store {}: {e}", obj.display()))?;
+    Ok((true, summary))
 }
 
-fn archive(out_dir: &Path, lib_name: &str, report: &Report) -> Result<(), String> {
+/// One line per kernel entry function from `nvcc -Xptxas=-v`'s output:
+/// `168 registers, 1456 bytes stack, 828 bytes spill stores, 968 bytes spill loads, 0 bytes smem`
+/// (entries joined with `; `).
+pub fn ptxas_summary(nvcc_stderr: &str) -> String {
+    let number_before = |line: &str, word: &str| -> Option<u64> {
+        line[..line.find(word)?].split_whitespace().last()?.parse().ok()
+    };
+    // [registers, stack, spill stores, spill loads, smem] per entry function.
+    let mut entries: Vec<[u64; 5]> = vec![];
+    for line in nvcc_stderr.lines() {
+        if line.contains("Compiling entry function") {
+            entries.push([0; 5]);
+        }
+        let Some(e) = entries.last_mut() else { continue };
+        if line.contains("bytes stack frame") {
+            e[1] = number_before(line, " bytes stack frame").unwrap_or(0);
+            e[2] = number_before(line, " bytes spill stores").unwrap_or(0);
+            e[3] = number_before(line, " bytes spill loads").unwrap_or(0);
+        } else if line.contains(" registers") {
+            e[0] = number_before(line, " registers").unwrap_or(0);
+            e[4] = number_before(line, " bytes smem").unwrap_or(0);
+        }
+    }
+    if entries.is_empty() {
+        return "ptxas reported no kernel".to_string();
+    }
+    let entry = |[regs, stack, stores, loads, smem]: [u64; 5]| {
+        format!("{regs} registers, {stack} bytes stack, {stores} bytes spill stores, {loads} bytes spill loads, {smem} bytes smem")
+    };
+    entries.into_iter().map(entry).collect::<Vec<_>>().join("; ")
+}
+
+fn archive(out_dir: &Path, lib_name: &str, report: &Report, cargo_metadata: bool) -> Result<(), String> {
     let lib = out_dir.join(format!("lib{lib_name}.a"));
     let _ = std::fs::remove_file(&lib);
-    let mut cmd = crate::toolchain::host_build().get_archiver();
+    let mut cmd = crate::toolchain::host_build().cargo_metadata(cargo_metadata).get_archiver();
     cmd.arg("crs").arg(&lib);
     for k in &report.kernels {
-        cmd.arg(&k.2);
+        cmd.arg(&k.object);
     }
     let out = cmd.output().map_err(|e| format!("coda: cannot run the archiver: {e}"))?;
     if out.status.success() {

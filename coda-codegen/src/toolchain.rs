@@ -1,17 +1,20 @@
 //! Finding the CUDA compiler and CUTLASS headers. No system CUDA is assumed.
 //!
-//! Search order (first match wins):
-//! 1. `CODA_CUDA_HOME`: a toolkit root with `bin/nvcc` and `lib/libcudart_static.a`;
-//! 2. `CUDA_HOME`: the same layout;
-//! 3. the repository's `.toolchain/cuda/nvidia/cu13`, installed by
-//!    `scripts/install-toolchain.sh`, found by walking up from the crate being built.
+//! The toolkit (a folder with `bin/nvcc` and `lib/libcudart_static.a`, CUDA
+//! 13), first match wins:
+//! 1. the `CODA_CUDA_HOME` environment variable;
+//! 2. [`Build::cuda_home`](crate::Build::cuda_home);
+//! 3. `CUDA_HOME`;
+//! 4. `nvidia/cu13` in the per-user install location ([`install_dir`]),
+//!    where [`install`] and `scripts/install-toolchain.sh` put the pinned wheels.
 //!
-//! CUTLASS: `CODA_CUTLASS_HOME` (a folder with `include/cutlass` and
-//! `tools/util/include`), else the `.toolchain/cuda/cutlass_library/source` beside step 3.
+//! CUTLASS (a folder with `include/cutlass` and `tools/util/include`):
+//! `CODA_CUTLASS_HOME`, else [`Build::cutlass_home`](crate::Build::cutlass_home),
+//! else `cutlass_library/source` in the install location.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-
-use sha2::{Digest, Sha256};
+use std::process::Command;
 
 /// Device-code flags of every kernel: release always (`-DNDEBUG`, or ptxas
 /// serializes wgmma), Hopper's sm_90a, never device-debug code.
@@ -24,8 +27,108 @@ pub const NVCC_FLAGS: [&str; 6] = [
     "-Xcompiler=-fPIC",
 ];
 
-/// The command that installs the pinned toolchain, quoted in every error.
-pub const INSTALL_HINT: &str = "bash scripts/install-toolchain.sh";
+/// The pinned wheels, one `name==version` a line; `scripts/install-toolchain.sh` reads the same file.
+pub const PINS: &str = include_str!("../toolchain-pins.txt");
+
+/// How to get a toolchain, quoted in every error that lacks one.
+pub const INSTALL_HINT: &str = "Run `bash scripts/install-toolchain.sh` in the CODA-rs repository or \
+     `coda toolchain install`, or set CODA_CUDA_HOME to a CUDA 13 toolkit root and CODA_CUTLASS_HOME to CUTLASS 4.2.";
+
+/// The CUDA major version the generated kernels are written for.
+const CUDA_MAJOR: &str = "13";
+
+/// The `name==version` lines of [`PINS`].
+pub fn pins() -> Vec<&'static str> {
+    PINS.lines().map(str::trim).filter(|l| !l.is_empty()).collect()
+}
+
+fn pin(name: &str) -> &'static str {
+    pins()
+        .into_iter()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix("=="))
+        .unwrap_or_else(|| panic!("toolchain-pins.txt pins no {name}"))
+}
+
+/// `cuda-13.0.88-cutlass-4.2.0`: names the install folder, so that a new pin set installs beside the old one.
+pub fn pin_id() -> String {
+    let cutlass: Vec<&str> = pin("nvidia-cutlass").split('.').take(3).collect();
+    format!("cuda-{}-cutlass-{}", pin("nvidia-cuda-nvcc"), cutlass.join("."))
+}
+
+/// `$XDG_CACHE_HOME`, else `$HOME/.cache`.
+pub(crate) fn user_cache_dir(var: &dyn Fn(&str) -> Option<OsString>) -> Result<PathBuf, String> {
+    let dir = |k: &str| var(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    dir("XDG_CACHE_HOME")
+        .or_else(|| dir("HOME").map(|h| h.join(".cache")))
+        .ok_or_else(|| "coda: neither XDG_CACHE_HOME nor HOME is set, so there is no per-user cache folder".to_string())
+}
+
+/// Where the pinned toolchain is installed: `CODA_TOOLCHAIN_DIR`, else
+/// `${XDG_CACHE_HOME:-$HOME/.cache}/coda-rs/toolchain/<pin id>`.
+pub fn install_dir() -> Result<PathBuf, String> {
+    install_dir_with(&|k| std::env::var_os(k))
+}
+
+fn install_dir_with(var: &dyn Fn(&str) -> Option<OsString>) -> Result<PathBuf, String> {
+    match var("CODA_TOOLCHAIN_DIR").filter(|v| !v.is_empty()) {
+        Some(d) => Ok(PathBuf::from(d)),
+        None => Ok(user_cache_dir(var)?.join("coda-rs/toolchain").join(pin_id())),
+    }
+}
+
+/// The stamp an install leaves: the pin set it installed.
+const STAMP: &str = ".coda-pins";
+
+/// Installs the pinned wheels into `dest` (default [`install_dir`]) with
+/// `python3 -m pip install --no-deps --target`, as `scripts/install-toolchain.sh`
+/// does, and returns the folder. Does nothing when the stamp there matches the pins.
+pub fn install(dest: Option<&Path>) -> Result<PathBuf, String> {
+    let dest = dest.map_or_else(install_dir, |d| Ok(d.to_path_buf()))?;
+    let pins = pins();
+    let stamp = dest.join(STAMP);
+    if std::fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == pins.join(" "))
+        && dest.join("nvidia/cu13/bin/nvcc").is_file()
+    {
+        return Ok(dest);
+    }
+    // Only ever delete a folder an earlier install made.
+    if dest.exists() && !stamp.is_file() && std::fs::read_dir(&dest).is_ok_and(|mut d| d.next().is_some()) {
+        return Err(format!(
+            "coda: {} is not empty and holds no earlier toolchain install; choose another folder",
+            dest.display()
+        ));
+    }
+    let _ = std::fs::remove_dir_all(&dest);
+    std::fs::create_dir_all(&dest).map_err(|e| format!("coda: cannot create {}: {e}", dest.display()))?;
+    let status = Command::new(std::env::var_os("PYTHON").unwrap_or_else(|| "python3".into()))
+        .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps", "--target"])
+        .arg(&dest)
+        .args(&pins)
+        .status()
+        .map_err(|e| format!("coda: cannot run python3 (pip installs the CUDA wheels): {e}"))?;
+    if !status.success() {
+        return Err(format!("coda: pip failed ({status}) installing {} into {}", pins.join(" "), dest.display()));
+    }
+    for f in [
+        "nvidia/cu13/bin/nvcc",
+        "nvidia/cu13/lib/libcudart_static.a",
+        "cutlass_library/source/include/cutlass/cutlass.h",
+    ] {
+        if !dest.join(f).exists() {
+            return Err(format!("coda: {} is missing after the install", dest.join(f).display()));
+        }
+    }
+    // Wheels do not keep the executable bit.
+    for dir in ["nvidia/cu13/bin", "nvidia/cu13/nvvm/bin"] {
+        for entry in std::fs::read_dir(dest.join(dir)).into_iter().flatten().flatten() {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(entry.path(), std::fs::Permissions::from_mode(0o755));
+        }
+    }
+    std::fs::write(&stamp, pins.join(" ") + "\n")
+        .map_err(|e| format!("coda: cannot write {}: {e}", stamp.display()))?;
+    Ok(dest)
+}
 
 #[derive(Clone, Debug)]
 pub struct Toolchain {
@@ -33,51 +136,75 @@ pub struct Toolchain {
     pub cuda_home: PathBuf,
     /// CUTLASS source root: `include/` and `tools/util/include/`.
     pub cutlass_home: PathBuf,
-    /// The folder holding our headers as `coda/*.hpp` (see [`crate::templates`]).
-    pub templates: PathBuf,
+    /// What `nvcc --version` printed.
+    nvcc_version: String,
 }
 
 impl Toolchain {
-    /// Finds the toolchain for a crate whose manifest is at `manifest_dir`.
-    pub fn find(manifest_dir: &Path) -> Result<Toolchain, String> {
-        Self::find_with(manifest_dir, |k| std::env::var_os(k))
+    /// Finds the toolchain from the process environment (see the module docs).
+    pub fn find() -> Result<Toolchain, String> {
+        Self::find_with(None, None, |k| std::env::var_os(k))
     }
 
-    /// [`Toolchain::find`] with the environment given as a function (for tests).
-    pub fn find_with(manifest_dir: &Path, var: impl Fn(&str) -> Option<std::ffi::OsString>) -> Result<Toolchain, String> {
+    /// [`Toolchain::find`] with a build's own choices (step 2 of the module
+    /// docs) and the environment given as a function.
+    pub fn find_with(
+        cuda_home: Option<&Path>,
+        cutlass_home: Option<&Path>,
+        var: impl Fn(&str) -> Option<OsString>,
+    ) -> Result<Toolchain, String> {
         let env_dir = |k: &str| var(k).filter(|v| !v.is_empty()).map(PathBuf::from);
-        let repo = manifest_dir.ancestors().map(|d| d.join(".toolchain/cuda")).find(|d| d.is_dir());
-        let cuda_home = match (env_dir("CODA_CUDA_HOME"), env_dir("CUDA_HOME")) {
-            (Some(d), _) => checked(d, "CODA_CUDA_HOME")?,
-            (None, Some(d)) => checked(d, "CUDA_HOME")?,
-            (None, None) => match &repo {
-                Some(r) => checked(r.join("nvidia/cu13"), "the repository's .toolchain/cuda")?,
-                None => {
+        let installed =
+            || -> Result<PathBuf, String> { install_dir_with(&var).map_err(|e| format!("{e}. {INSTALL_HINT}")) };
+        let (cuda_home, source) = match (env_dir("CODA_CUDA_HOME"), cuda_home, env_dir("CUDA_HOME")) {
+            (Some(d), _, _) => (d.clone(), format!("CODA_CUDA_HOME = {}", d.display())),
+            (None, Some(d), _) => (d.to_path_buf(), format!("Build::cuda_home({})", d.display())),
+            (None, None, Some(d)) => (d.clone(), format!("CUDA_HOME = {}", d.display())),
+            (None, None, None) => {
+                let dir = installed()?;
+                if !dir.is_dir() {
                     return Err(format!(
-                        "coda: no CUDA toolchain found. Run `{INSTALL_HINT}` in the CODA-rs repository \
-                         (it installs the pinned nvcc 13.0 and CUTLASS 4.2 wheels into .toolchain/cuda), \
-                         or set CODA_CUDA_HOME to a CUDA 13 toolkit root and CODA_CUTLASS_HOME to CUTLASS 4.2."
+                        "coda: no CUDA toolchain found: none is installed in {} and CODA_CUDA_HOME and CUDA_HOME \
+                         are not set. {INSTALL_HINT} To install by hand: python3 -m pip install --no-deps --target {} {}",
+                        dir.display(),
+                        dir.display(),
+                        pins().join(" ")
                     ));
                 }
-            },
-        };
-        let cutlass_home = match (env_dir("CODA_CUTLASS_HOME"), &repo) {
-            (Some(d), _) => d,
-            (None, Some(r)) => r.join("cutlass_library/source"),
-            (None, None) => {
-                return Err(format!(
-                    "coda: CUTLASS headers not found: set CODA_CUTLASS_HOME or run `{INSTALL_HINT}`"
-                ));
+                (dir.join("nvidia/cu13"), format!("the toolchain installed in {}", dir.display()))
             }
         };
-        if !cutlass_home.join("include/cutlass/cutlass.h").is_file() {
+        if !cuda_home.join("bin/nvcc").is_file() || !cuda_home.join("lib/libcudart_static.a").is_file() {
+            return Err(format!("coda: {source} has no bin/nvcc and lib/libcudart_static.a. {INSTALL_HINT}"));
+        }
+        let nvcc = cuda_home.join("bin/nvcc");
+        let out = Command::new(&nvcc)
+            .arg("--version")
+            .output()
+            .map_err(|e| format!("coda: cannot run {} (from {source}): {e}. {INSTALL_HINT}", nvcc.display()))?;
+        let nvcc_version = String::from_utf8_lossy(&out.stdout).into_owned();
+        let release = nvcc_version.split_once("release ").and_then(|(_, r)| r.split([',', ' ', '\n']).next());
+        if release.and_then(|r| r.split('.').next()) != Some(CUDA_MAJOR) {
             return Err(format!(
-                "coda: {} has no include/cutlass/cutlass.h; run `{INSTALL_HINT}` or fix CODA_CUTLASS_HOME",
+                "coda: {source} is CUDA {}, but CODA needs CUDA {CUDA_MAJOR}.x (nvcc --version: {}). {INSTALL_HINT}",
+                release.unwrap_or("of unknown release"),
+                nvcc_version.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("no output").trim()
+            ));
+        }
+        let cutlass_home = match (env_dir("CODA_CUTLASS_HOME"), cutlass_home) {
+            (Some(d), _) => d,
+            (None, Some(d)) => d.to_path_buf(),
+            (None, None) => installed()?.join("cutlass_library/source"),
+        };
+        if !cutlass_home.join("include/cutlass/cutlass.h").is_file()
+            || !cutlass_home.join("tools/util/include").is_dir()
+        {
+            return Err(format!(
+                "coda: CUTLASS not found: {} has no include/cutlass/cutlass.h and tools/util/include. {INSTALL_HINT}",
                 cutlass_home.display()
             ));
         }
-        let templates = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cutlass-templates/include");
-        Ok(Toolchain { cuda_home, cutlass_home, templates })
+        Ok(Toolchain { cuda_home, cutlass_home, nvcc_version })
     }
 
     pub fn nvcc(&self) -> PathBuf {
@@ -88,29 +215,36 @@ impl Toolchain {
         self.cuda_home.join("lib")
     }
 
+    /// CUTLASS's include folders.
     pub fn include_dirs(&self) -> Vec<PathBuf> {
-        vec![
-            self.templates.clone(),
-            self.cutlass_home.join("include"),
-            self.cutlass_home.join("tools/util/include"),
-        ]
+        vec![self.cutlass_home.join("include"), self.cutlass_home.join("tools/util/include")]
     }
 
-    /// A `cc::Build` for sm_90a `.cu` files: release flags always, never device-debug code.
-    ///
-    /// cc reads the CUDA compiler from the `NVCC` environment variable only, so
-    /// this sets it for the build script's process. Call it from the build
-    /// script's main thread before spawning any (build scripts start single-threaded).
+    /// What `nvcc --version` printed.
+    pub fn nvcc_version_text(&self) -> &str {
+        &self.nvcc_version
+    }
+
+    /// A `cc::Build` for sm_90a `.cu` files with this toolkit's nvcc: release
+    /// flags always, never device-debug code.
     pub fn cc_build(&self) -> cc::Build {
-        // SAFETY: called on the build script's main thread while no other thread runs.
-        unsafe { std::env::set_var("NVCC", self.nvcc()) };
         let mut b = host_build();
-        b.cuda(true)
-            .cudart("none") // linked once, by coda-runtime, from the wheel's lib/
+        b.compiler(self.nvcc())
+            .cuda(true)
+            // cc writes its default flags (-fPIC, -march, …) for the host
+            // compiler unless it found nvcc through the `NVCC` variable; nvcc
+            // needs them behind -Xcompiler, so NVCC_FLAGS has what we need.
+            .no_default_flags(true)
+            .cudart("none") // linked once, by coda-runtime, from the toolkit's lib/
             .debug(false)
             .opt_level(3)
             .warnings(false)
             .cargo_metadata(false);
+        // The host compiler cc would use (honouring CXX, and telling cargo it
+        // read it), as cc passes it when it finds nvcc itself.
+        if let Ok(cxx) = host_build().cpp(true).opt_level(3).try_get_compiler() {
+            b.flag(format!("-ccbin={}", cxx.path().display()));
+        }
         for f in NVCC_FLAGS {
             b.flag(f);
         }
@@ -120,25 +254,9 @@ impl Toolchain {
         b
     }
 
-    /// Hash of everything besides the source that changes the object code:
-    /// the nvcc version line, our headers, the compile flags.
-    pub fn fingerprint(&self) -> Result<String, String> {
-        let mut h = Sha256::new();
-        h.update(self.nvcc_version_text()?.as_bytes());
-        for (name, text) in crate::templates::HEADERS {
-            h.update(name.as_bytes());
-            h.update(text.as_bytes());
-        }
-        let version = self.cutlass_home.join("include/cutlass/version.h");
-        h.update(std::fs::read(&version).map_err(|e| format!("coda: {}: {e}", version.display()))?);
-        h.update(format!("{NVCC_FLAGS:?}").as_bytes());
-        Ok(format!("{:x}", h.finalize()))
-    }
-
     /// `nvcc V13.0.88, CUTLASS 4.2.0`: the toolchain part of a tuning-cache key.
     pub fn version(&self) -> Result<String, String> {
-        let nvcc = self.nvcc_version_text()?;
-        let nvcc = nvcc.split_whitespace().rfind(|w| w.starts_with('V')).unwrap_or("unknown").to_string();
+        let nvcc = self.nvcc_version.split_whitespace().rfind(|w| w.starts_with('V')).unwrap_or("unknown");
         let path = self.cutlass_home.join("include/cutlass/version.h");
         let header = std::fs::read_to_string(&path).map_err(|e| format!("coda: {}: {e}", path.display()))?;
         let part = |name: &str| {
@@ -148,14 +266,6 @@ impl Toolchain {
                 .map_or("?".to_string(), |v| v.trim().to_string())
         };
         Ok(format!("nvcc {nvcc}, CUTLASS {}.{}.{}", part("MAJOR"), part("MINOR"), part("PATCH")))
-    }
-
-    fn nvcc_version_text(&self) -> Result<String, String> {
-        let out = std::process::Command::new(self.nvcc())
-            .arg("--version")
-            .output()
-            .map_err(|e| format!("coda: cannot run {}: {e}. Run `{INSTALL_HINT}`.", self.nvcc().display()))?;
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
     /// Tells cargo to link the static CUDA runtime from this toolkit.
@@ -177,17 +287,4 @@ pub fn host_build() -> cc::Build {
         b.target(&triple).host(&triple).out_dir(std::env::temp_dir());
     }
     b
-}
-
-fn checked(dir: PathBuf, source: &str) -> Result<PathBuf, String> {
-    let nvcc = dir.join("bin/nvcc");
-    if nvcc.is_file() && dir.join("lib/libcudart_static.a").is_file() {
-        Ok(dir)
-    } else {
-        Err(format!(
-            "coda: {source} = {} has no bin/nvcc and lib/libcudart_static.a. Run `{INSTALL_HINT}` \
-             (installs nvcc 13.0 and CUTLASS 4.2 into .toolchain/cuda) or point it at a CUDA 13 toolkit.",
-            dir.display()
-        ))
-    }
 }

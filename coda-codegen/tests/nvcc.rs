@@ -1,10 +1,12 @@
 //! nvcc-compiles every generated kernel for sm_90a on the CPU (no GPU needed),
 //! through the same build helper that `build.rs` files use, and checks that a
-//! second build reuses every object (nvcc runs zero times).
+//! second build reuses every object (nvcc runs zero times). The user-error
+//! tests here stop before the toolchain is looked up.
 //!
-//! Objects are cached by content hash (`.toolchain/coda-cache`), so after
-//! `cargo build` of the workspace (which compiles the same programs) this
-//! test finds them all cached; from a cold cache it compiles them (~1 min each).
+//! Objects are cached by content hash (`CODA_CACHE_DIR` or
+//! `~/.cache/coda-rs/kernels`), so after `cargo build` of the workspace
+//! (which compiles the same programs) this test finds them all cached; from
+//! a cold cache it compiles them (~1 min each).
 
 use std::path::{Path, PathBuf};
 
@@ -14,6 +16,7 @@ fn build(files: &[&str], package: &str, out: &Path) -> coda_codegen::Report {
         .manifest_dir(manifest)
         .out_dir(out)
         .package(package)
+        .version("0.1.0")
         .cargo_metadata(false)
         .try_compile("nvcc_test")
         .unwrap_or_else(|e| panic!("{e}"))
@@ -25,49 +28,103 @@ fn every_generated_kernel_compiles_and_rebuilds_from_cache() {
     let files = [
         ("../examples/llama-norm/src/programs.rs", "llama-norm"),
         ("../tests/src/programs.rs", "coda-tests"),
-        ("../coda-runtime/src/llama/programs.rs", "coda-runtime"),
+        ("../coda-llama/src/programs.rs", "coda-llama"),
     ];
     for (file, package) in files {
         let out = tmp.join(package);
         let first = build(&[file], package, &out);
         assert!(!first.kernels.is_empty());
-        for (name, cu, obj, _) in &first.kernels {
-            assert!(obj.metadata().unwrap().len() > 100_000, "{name}: {} is not a compiled kernel", obj.display());
-            let src = std::fs::read_to_string(cu).unwrap();
-            assert!(src.contains(&format!("coda_{}_{name}_run", package.replace('-', "_"))));
+        for k in &first.kernels {
+            assert!(
+                k.object.metadata().unwrap().len() > 100_000,
+                "{}: {} is not a compiled kernel",
+                k.name,
+                k.object.display()
+            );
+            let src = std::fs::read_to_string(&k.cu).unwrap();
+            assert!(src.contains(&format!("coda_{}_0_1_0_{}_run", package.replace('-', "_"), k.name)));
+            assert!(
+                k.ptxas.contains(" registers, ") && k.ptxas.contains(" bytes spill stores"),
+                "{}: {}",
+                k.name,
+                k.ptxas
+            );
+            let program = k.name.split("__").next().unwrap();
+            let table = std::fs::read_to_string(out.join(format!("coda-gen/{program}.rs"))).unwrap();
+            assert!(table.contains(&format!("{:?}", k.ptxas)), "{table}");
         }
+        assert_eq!(first.nvcc_runs() + first.cache_hits(), first.kernels.len());
         assert!(out.join("libnvcc_test.a").is_file());
         let second = build(&[file], package, &out);
         assert_eq!(second.nvcc_runs(), 0, "a rebuild must reuse every cached object");
-        assert_eq!(second.kernels.len(), first.kernels.len());
+        assert_eq!(second.cache_hits(), first.kernels.len());
+        // Cache hits have the summary nvcc's run gave.
+        let ptxas = |r: &coda_codegen::Report| r.kernels.iter().map(|k| k.ptxas.clone()).collect::<Vec<_>>();
+        assert_eq!(ptxas(&second), ptxas(&first));
     }
+}
+
+/// The helper's result for a file of these contents.
+fn try_file(test: &str, src: &str) -> String {
+    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(test);
+    std::fs::create_dir_all(&tmp).unwrap();
+    std::fs::write(tmp.join("bad.rs"), src).unwrap();
+    coda_codegen::epilogues(["bad.rs"])
+        .manifest_dir(&tmp)
+        .out_dir(&tmp)
+        .package("bad")
+        .version("0.1.0")
+        .cargo_metadata(false)
+        .try_compile("bad")
+        .unwrap_err()
 }
 
 #[test]
 fn user_errors_fail_the_build_with_file_line_and_caret() {
-    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("nvcc-test-bad");
-    std::fs::create_dir_all(&tmp).unwrap();
-    let bad = tmp.join("bad.rs");
-    std::fs::write(&bad, "#[coda::epilogue]\nfn p(acc: Acc) -> Tile<bf16> {\n    let y = gelu(acc);\n    y\n}\n").unwrap();
-    let err = coda_codegen::epilogues([&bad])
-        .manifest_dir(&tmp)
-        .out_dir(&tmp)
-        .package("bad")
-        .cargo_metadata(false)
-        .try_compile("bad")
-        .unwrap_err();
+    let err = try_file(
+        "nvcc-test-bad",
+        "#[coda::epilogue]\nfn p(acc: Acc) -> Tile<bf16> {\n    let y = gelu(acc);\n    y\n}\n",
+    );
     assert!(err.contains("error: unknown function `gelu`"), "{err}");
     assert!(err.contains("bad.rs:3:13"), "{err}");
     assert!(err.contains("    let y = gelu(acc);\n   |             ^^^^"), "{err}");
 }
 
+/// Every program is lowered, so one build reports all their errors.
 #[test]
-fn a_missing_toolchain_says_how_to_install_it() {
-    let empty = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("no-cuda");
-    std::fs::create_dir_all(&empty).unwrap();
-    let env = |k: &str| (k == "CODA_CUDA_HOME").then(|| empty.clone().into_os_string());
-    let err = coda_codegen::Toolchain::find_with(&empty, env).unwrap_err();
-    assert!(err.contains("CODA_CUDA_HOME") && err.contains("bash scripts/install-toolchain.sh"), "{err}");
-    let err = coda_codegen::Toolchain::find_with(Path::new("/"), |_| None).unwrap_err();
-    assert!(err.contains("no CUDA toolchain found") && err.contains("bash scripts/install-toolchain.sh"), "{err}");
+fn every_error_of_a_file_is_reported_at_once() {
+    let err = try_file(
+        "nvcc-test-two-errors",
+        "#[coda::epilogue]\nfn p(acc: Acc) -> Tile<bf16> {\n    let y = gelu(acc);\n    y\n}\n\n\
+         #[coda::epilogue]\nfn q(acc: Acc) -> Tile<bf16> {\n    let y = acc + zz;\n    y\n}\n",
+    );
+    assert_eq!(err.matches("error: ").count(), 2, "{err}");
+    assert!(err.contains("unknown function `gelu`") && err.contains("bad.rs:3:13"), "{err}");
+    assert!(err.contains("unknown name `zz`") && err.contains("bad.rs:9:19"), "{err}");
+}
+
+/// Option errors point at the attribute's arguments, not at 1:1.
+#[test]
+fn an_option_error_is_reported_at_the_attribute() {
+    let err = try_file(
+        "nvcc-test-option",
+        "// kernels\n\n#[coda::epilogue(tile = (256, 128), schedule = pingpong)]\nfn p(acc: Acc) -> Tile<bf16> {\n    let y = acc;\n    y\n}\n",
+    );
+    assert!(err.contains("pingpong schedule needs tile_m = 128"), "{err}");
+    assert!(err.contains("bad.rs:3:18"), "{err}");
+}
+
+/// Program names name launcher symbols and tables: two modules (whatever
+/// their `#[cfg]`) cannot both define `p`.
+#[test]
+fn a_program_name_used_twice_is_an_error_at_the_second() {
+    let err = try_file(
+        "nvcc-test-duplicate",
+        "#[cfg(feature = \"x\")]\nmod a {\n    #[coda::epilogue]\n    fn p(acc: Acc) -> Tile<bf16> { let y = acc; y }\n}\n\
+         #[cfg(not(feature = \"x\"))]\nmod b {\n    #[coda::epilogue]\n    fn p(acc: Acc) -> Tile<bf16> { let y = acc; y }\n}\n",
+    );
+    assert_eq!(err.matches("error: ").count(), 1, "{err}");
+    assert!(err.contains("epilogue program `p` is defined twice (first at "), "{err}");
+    assert!(err.contains("bad.rs:4)"), "{err}");
+    assert!(err.contains("bad.rs:9:8"), "{err}");
 }

@@ -12,21 +12,21 @@ fn programs(rel: &str) -> Vec<coda_dsl::Program> {
 #[test]
 fn example_programs() {
     for p in programs("../examples/llama-norm/src/programs.rs") {
-        insta::assert_snapshot!(p.name.clone(), coda_codegen::emit(&p, "llama-norm"));
+        insta::assert_snapshot!(p.name.clone(), coda_codegen::emit(&p, "llama-norm", "0.1.0"));
     }
 }
 
 #[test]
 fn test_variant_programs() {
     for p in programs("../tests/src/programs.rs") {
-        insta::assert_snapshot!(p.name.clone(), coda_codegen::emit(&p, "coda-tests"));
+        insta::assert_snapshot!(p.name.clone(), coda_codegen::emit(&p, "coda-tests", "0.1.0"));
     }
 }
 
 #[test]
 fn llama_programs() {
-    for p in programs("../coda-runtime/src/llama/programs.rs") {
-        insta::assert_snapshot!(format!("llama__{}", p.name), coda_codegen::emit(&p, "coda-runtime"));
+    for p in programs("../coda-llama/src/programs.rs") {
+        insta::assert_snapshot!(format!("llama__{}", p.name), coda_codegen::emit(&p, "coda-llama", "0.1.0"));
     }
 }
 
@@ -36,7 +36,7 @@ fn llama_programs() {
 #[test]
 fn config_table() {
     use coda_dsl::ir::Config;
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../coda-runtime/src/llama/programs.rs");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../coda-llama/src/programs.rs");
     let file = syn::parse_file(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let set = ["coop_128x256_c1x1", "pp_128x128_c1x2", "coop_256x128_c1x2", "pp_128x256_c1x1"];
     let extra = |_: &coda_dsl::Program| set.iter().filter_map(|n| Config::from_name(n).ok()).collect();
@@ -47,6 +47,9 @@ fn config_table() {
     assert_eq!(names, ["pp_128x128_c1x2", "coop_128x256_c1x1", "coop_256x128_c1x2"]);
     assert!(dropped.is_empty(), "{dropped:?}");
     let keys: Vec<String> = (0..variants.len()).map(|i| format!("c0da{i}{}", "0".repeat(59))).collect();
-    let table = coda_codegen::registry::variants_table(variants, dropped, "coda-runtime", &keys, "nvcc V13.0.88, CUTLASS 4.2.0");
+    let ptxas = "168 registers, 0 bytes stack, 0 bytes spill stores, 0 bytes spill loads, 0 bytes smem";
+    let compiled: Vec<_> =
+        variants.iter().zip(&keys).map(|(program, key)| coda_codegen::registry::Compiled { program, key, ptxas }).collect();
+    let table = coda_codegen::registry::variants_table(&compiled, dropped, "coda-llama", "0.1.0", "nvcc V13.0.88, CUTLASS 4.2.0");
     insta::assert_snapshot!("config_table", table);
 }

@@ -20,11 +20,15 @@ use crate::ir::{
 pub const RESERVED_NAMES: [&str; 2] = ["a", "b"];
 
 /// Parses `#[epilogue(tile = (128, 256), cluster = (1, 1), schedule = cooperative)]` arguments.
+/// `schedule = pingpong` without a `tile` takes 128×128, since the default
+/// 128×256 tile is not allowed for ping-pong.
 pub fn parse_config(args: TokenStream) -> syn::Result<Config> {
     let mut config = Config::default();
     if args.is_empty() {
         return Ok(config);
     }
+    let args_span = args.span();
+    let mut tile_given = false;
     let parser = syn::punctuated::Punctuated::<syn::MetaNameValue, syn::Token![,]>::parse_terminated;
     let items = syn::parse::Parser::parse2(parser, args)?;
     for item in items {
@@ -39,6 +43,7 @@ pub fn parse_config(args: TokenStream) -> syn::Result<Config> {
                     ));
                 }
                 (config.tile_m, config.tile_n) = (m, n);
+                tile_given = true;
             }
             "cluster" => {
                 let (m, n) = pair(&item.value)?;
@@ -82,7 +87,10 @@ pub fn parse_config(args: TokenStream) -> syn::Result<Config> {
             }
         }
     }
-    config.check().map_err(|e| syn::Error::new(Span::call_site(), e))?;
+    if config.schedule == Schedule::Pingpong && !tile_given {
+        (config.tile_m, config.tile_n) = (128, 128);
+    }
+    config.check().map_err(|e| syn::Error::new(args_span, e))?;
     Ok(config)
 }
 
@@ -751,9 +759,11 @@ pub fn epilogue_attr(item: &ItemFn) -> Option<&syn::Attribute> {
     item.attrs.iter().find(|a| a.path().segments.last().is_some_and(|s| s.ident == "epilogue"))
 }
 
-/// Lowers every `#[epilogue]` function of a parsed Rust file, recursing into inline modules.
+/// Lowers every `#[epilogue]` function of a parsed Rust file, recursing into
+/// inline modules. Each function is lowered on its own, so the error has one
+/// message for every function that fails.
 pub fn lower_file(file: &syn::File) -> syn::Result<Vec<Program>> {
-    epilogue_items(file)?.into_iter().map(|(f, config)| lower_fn(f, config)).collect()
+    collect(epilogue_fns(file).into_iter().map(|f| lower_fn(f, item_config(f)?)))
 }
 
 /// A program in each config it compiles for (its own first), and the configs
@@ -763,13 +773,13 @@ pub type Variants = (Vec<Program>, Vec<(Config, String)>);
 /// Every program of `file` with the configurations `extra` asks for beside
 /// its own: `(program, variants)`, the program's own config first. A config
 /// the program cannot take (e.g. too little shared memory left for two
-/// mainloop stages) is dropped with its reason.
+/// mainloop stages) is dropped with its reason. Errors as [`lower_file`].
 pub fn lower_file_variants(
     file: &syn::File,
     extra: impl Fn(&Program) -> Vec<Config>,
 ) -> syn::Result<Vec<Variants>> {
-    let mut out = vec![];
-    for (f, config) in epilogue_items(file)? {
+    collect(epilogue_fns(file).into_iter().map(|f| {
+        let config = item_config(f)?;
         let program = lower_fn(f, config)?;
         let (mut variants, mut dropped) = (vec![], vec![]);
         for cfg in extra(&program) {
@@ -777,45 +787,51 @@ pub fn lower_file_variants(
             if cfg == config || variants.iter().any(|v: &Program| v.config == cfg) {
                 continue;
             }
-            match cfg.check().map_err(|e| syn::Error::new(Span::call_site(), e)).and_then(|()| lower_fn(f, cfg)) {
+            match cfg.check().and_then(|()| lower_fn(f, cfg).map_err(|e| e.to_string())) {
                 Ok(v) => variants.push(v),
-                Err(e) => dropped.push((cfg, e.to_string())),
+                Err(e) => dropped.push((cfg, e)),
             }
         }
         variants.insert(0, program);
-        out.push((variants, dropped));
-    }
-    Ok(out)
+        Ok((variants, dropped))
+    }))
 }
 
-/// The `#[epilogue]` functions of a file (also inside inline modules), with their configs.
-fn epilogue_items(file: &syn::File) -> syn::Result<Vec<(&ItemFn, Config)>> {
-    fn walk<'f>(items: &'f [syn::Item], out: &mut Vec<(&'f ItemFn, Config)>) -> syn::Result<()> {
+/// Every `Ok`, or all the errors combined.
+fn collect<T>(results: impl Iterator<Item = syn::Result<T>>) -> syn::Result<Vec<T>> {
+    let (mut out, mut error) = (vec![], None::<syn::Error>);
+    for r in results {
+        match (r, &mut error) {
+            (Ok(v), _) => out.push(v),
+            (Err(e), Some(all)) => all.combine(e),
+            (Err(e), None) => error = Some(e),
+        }
+    }
+    error.map_or(Ok(out), Err)
+}
+
+/// The config of an `#[epilogue]` function's attribute.
+fn item_config(f: &ItemFn) -> syn::Result<Config> {
+    match epilogue_attr(f).map(|a| &a.meta) {
+        None | Some(syn::Meta::Path(_)) => Ok(Config::default()),
+        Some(syn::Meta::List(l)) => parse_config(l.tokens.clone()),
+        Some(syn::Meta::NameValue(nv)) => Err(syn::Error::new(nv.span(), "use `#[epilogue(...)]`")),
+    }
+}
+
+/// The `#[epilogue]` functions of a file, also inside inline modules, whatever
+/// their `#[cfg]` (a build sees them all).
+pub fn epilogue_fns(file: &syn::File) -> Vec<&ItemFn> {
+    fn walk<'f>(items: &'f [syn::Item], out: &mut Vec<&'f ItemFn>) {
         for item in items {
             match item {
-                syn::Item::Fn(f) => {
-                    if let Some(attr) = epilogue_attr(f) {
-                        let args = match &attr.meta {
-                            syn::Meta::Path(_) => TokenStream::new(),
-                            syn::Meta::List(l) => l.tokens.clone(),
-                            syn::Meta::NameValue(nv) => {
-                                return Err(syn::Error::new(nv.span(), "use `#[epilogue(...)]`"));
-                            }
-                        };
-                        out.push((f, parse_config(args)?));
-                    }
-                }
-                syn::Item::Mod(m) => {
-                    if let Some((_, items)) = &m.content {
-                        walk(items, out)?;
-                    }
-                }
+                syn::Item::Fn(f) if epilogue_attr(f).is_some() => out.push(f),
+                syn::Item::Mod(syn::ItemMod { content: Some((_, items)), .. }) => walk(items, out),
                 _ => {}
             }
         }
-        Ok(())
     }
     let mut out = vec![];
-    walk(&file.items, &mut out)?;
-    Ok(out)
+    walk(&file.items, &mut out);
+    out
 }

@@ -30,7 +30,11 @@ pub use frontend::{lower_file, lower_file_variants, lower_fn, parse_config};
 pub use ir::Program;
 
 /// The C symbol prefix of one compiled config of a program:
-/// `coda_<package>_<program>__<config name>`.
-pub fn symbol_prefix(package: &str, program: &str, config: &ir::Config) -> String {
-    format!("coda_{}_{}__{}", package.replace('-', "_"), program, config.name())
+/// `coda_<package>_<version>_<program>__<config name>`, e.g.
+/// `coda_my_crate_0_1_0_rowscale__coop_128x256_c1x1`. The package and its
+/// version are in it so that two crates, or two versions of one crate, that
+/// define a program of the same name link into one binary.
+pub fn symbol_prefix(package: &str, version: &str, program: &str, config: &ir::Config) -> String {
+    let ident = |s: &str| s.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect::<String>();
+    format!("coda_{}_{}_{program}__{}", ident(package), ident(version), config.name())
 }

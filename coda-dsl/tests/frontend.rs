@@ -52,6 +52,33 @@ fn config_attribute_is_parsed_and_checked() {
     assert!(bad.contains("unknown epilogue option"), "{bad}");
     let bad = parse_config(quote!(tile = (256, 128), schedule = pingpong)).unwrap_err().to_string();
     assert!(bad.contains("pingpong schedule needs tile_m = 128"), "{bad}");
+    // Ping-pong cannot take the default 128×256 tile, so it comes with 128×128.
+    let pp = parse_config(quote!(schedule = pingpong)).unwrap();
+    assert_eq!((pp.tile_m, pp.tile_n, pp.schedule), (128, 128, Schedule::Pingpong));
+    let pp = parse_config(quote!(schedule = pingpong, tile = (128, 192))).unwrap();
+    assert_eq!((pp.tile_m, pp.tile_n), (128, 192));
+}
+
+/// Each program of a file is lowered on its own: the error lists every failing one.
+#[test]
+fn a_file_reports_the_errors_of_every_program() {
+    let file: syn::File = syn::parse2(quote! {
+        #[coda::epilogue]
+        fn p(acc: Acc) -> Tile<bf16> { let y = gelu(acc); y }
+        #[coda::epilogue]
+        fn ok(acc: Acc) -> Tile<bf16> { let y = acc; y }
+        mod m {
+            #[coda::epilogue(tile = (64, 64))]
+            fn q(acc: Acc) -> Tile<bf16> { let y = acc; y }
+        }
+    })
+    .unwrap();
+    let errors: Vec<String> = coda_dsl::lower_file(&file).unwrap_err().into_iter().map(|e| e.to_string()).collect();
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(errors[0].contains("unknown function `gelu`"), "{errors:?}");
+    assert!(errors[1].contains("tile (64, 64) is not supported"), "{errors:?}");
+    let names: Vec<String> = coda_dsl::frontend::epilogue_fns(&file).iter().map(|f| f.sig.ident.to_string()).collect();
+    assert_eq!(names, ["p", "ok", "q"]);
 }
 
 /// Config names are what build options and tuning caches use: every config

@@ -27,9 +27,9 @@ fn shape_doc(s: Shape) -> &'static str {
         Shape::DoubleTile => "`[M, 2N]` row-major: column pairs (even, odd) interleaved",
         Shape::PerRow => "`[M]`: one value per row",
         Shape::PerCol => "`[N]`: one value per column",
-        Shape::RowPartial => "`[ceil(N / tile_n), round_up(M, tile_m)]` f32 partial row sums (tile-major; the tile of the launch's config, `KERNEL.choose(..)`)",
-        Shape::ColPartial => "`[ceil(M / tile_m), round_up(N, tile_n)]` f32 partial column sums (tile-major; the tile of the launch's config)",
-        Shape::LsePartial => "`[2, ceil(N / tile_n), round_up(M, tile_m)]` f32 log-sum-exp partials: maxima, then sums (the tile of the launch's config)",
+        Shape::RowPartial => "per-tile row sums, allocated by the launch for its config; finish with `coda_runtime::aux`",
+        Shape::ColPartial => "per-tile column sums, allocated by the launch for its config; finish with `coda_runtime::aux::col_sums`",
+        Shape::LsePartial => "per-tile log-sum-exp partials, allocated by the launch for its config; finish with `coda_runtime::aux::lse_from_partials`",
     }
 }
 
@@ -58,6 +58,16 @@ fn configs_module(p: &Program, span: Span) -> TokenStream {
     }
 }
 
+/// The typed partials object of a partial output, if `s` is one.
+fn partials_type(s: Shape) -> Option<TokenStream> {
+    match s {
+        Shape::RowPartial => Some(quote!(::coda_runtime::RowPartials)),
+        Shape::ColPartial => Some(quote!(::coda_runtime::ColPartials)),
+        Shape::LsePartial => Some(quote!(::coda_runtime::LsePartials)),
+        _ => None,
+    }
+}
+
 pub fn module(p: &Program, vis: &syn::Visibility, name_span: Span) -> TokenStream {
     let name = format_ident!("{}", p.name);
     let package = std::env::var("CARGO_PKG_NAME").unwrap_or_default();
@@ -65,26 +75,30 @@ pub fn module(p: &Program, vis: &syn::Visibility, name_span: Span) -> TokenStrea
     let configs = configs_module(p, name_span);
     let doc = if p.doc.is_empty() { format!("Epilogue program `{}`.", p.name) } else { p.doc.clone() };
     let json = p.to_json();
-    let (tile_m, tile_n) = (p.config.tile_m, p.config.tile_n);
     let is_map = p.is_map();
 
     let params = p.tensor_params();
     let mut fields = vec![];
     let mut infos = vec![];
+    let mut binds = vec![];
     let mut refs = vec![];
     for t in &params {
         let f = format_ident!("{}", t.name);
         let ty = elem(t.dtype);
         let role = if t.output { "Output" } else { "Input" };
         let d = format!("{role} `{}`: {}.", t.name, shape_doc(t.shape));
-        if t.output {
+        let pname = &t.name;
+        if let Some(partials) = partials_type(t.shape) {
+            fields.push(quote!(#[doc = #d] pub #f: &'a mut #partials));
+            binds.push(quote!(let #f = #f.bind(#pname, stream, &KERNEL, choice, prob)?;));
+            refs.push(quote!(::coda_runtime::TensorArg::output(#f)));
+        } else if t.output {
             fields.push(quote!(#[doc = #d] pub #f: &'a mut dyn ::coda_runtime::TensorMut<#ty>));
             refs.push(quote!(::coda_runtime::TensorArg::output(&mut *#f)));
         } else {
             fields.push(quote!(#[doc = #d] pub #f: &'a dyn ::coda_runtime::TensorRef<#ty>));
             refs.push(quote!(::coda_runtime::TensorArg::input(#f)));
         }
-        let pname = &t.name;
         let dt = dtype_path(t.dtype);
         let shape = match t.shape {
             Shape::Tile => quote!(::coda_runtime::dsl::ir::Shape::Tile),
@@ -115,9 +129,16 @@ pub fn module(p: &Program, vis: &syn::Visibility, name_span: Span) -> TokenStrea
         ),
     };
 
-    // A map program has no GEMM operands: the runtime runs it on an empty GEMM.
-    let (operands, operand_names, launch) = if p.is_map() {
-        (quote!(), quote!(), quote!(KERNEL.launch_map(stream, choice, &[#(#refs),*], &[#(#scalars),*])))
+    // A map program has no GEMM operands: the runtime runs it on an empty
+    // GEMM over its first `Tile` input's shape.
+    let (operands, operand_names, shape, launch) = if is_map {
+        let tile = params.iter().find(|t| !t.output && t.shape == Shape::Tile).map(|t| format_ident!("{}", t.name));
+        (
+            quote!(),
+            quote!(),
+            quote!(KERNEL.map_shape(args.#tile)),
+            quote!(KERNEL.launch_map(stream, choice, &mut [#(#refs),*], &[#(#scalars),*])),
+        )
     } else {
         (
             quote! {
@@ -127,9 +148,12 @@ pub fn module(p: &Program, vis: &syn::Visibility, name_span: Span) -> TokenStrea
                 pub b: &#lt dyn ::coda_runtime::TensorRef<::coda_runtime::bf16>,
             },
             quote!(a, b,),
-            quote!(KERNEL.launch(stream, choice, a, b, &[#(#refs),*], &[#(#scalars),*])),
+            quote!(KERNEL.gemm_shape(args.a, args.b)),
+            quote!(KERNEL.launch(stream, choice, a, b, &mut [#(#refs),*], &[#(#scalars),*])),
         )
     };
+
+    let prob = if binds.is_empty() { quote!() } else { quote!(let prob = shape(&args)?;) };
 
     quote! {
         #[doc = #doc]
@@ -142,10 +166,6 @@ pub fn module(p: &Program, vis: &syn::Visibility, name_span: Span) -> TokenStrea
                 #(#[doc = "Runtime scalar."] pub #scalars: f32,)*
             }
 
-            /// The CTA tile height of the program's own config.
-            pub const TILE_M: usize = #tile_m;
-            /// The CTA tile width of the program's own config.
-            pub const TILE_N: usize = #tile_n;
             /// The checked program, as JSON (see [`program`]).
             pub const IR_JSON: &str = #json;
 
@@ -157,29 +177,42 @@ pub fn module(p: &Program, vis: &syn::Visibility, name_span: Span) -> TokenStrea
             #configs
 
             /// The compiled kernel: its configs and parameter rules.
-            pub static KERNEL: ::coda_runtime::Kernel = ::coda_runtime::Kernel {
-                name: #kernel_name,
-                b_layout: #b_layout,
-                is_map: #is_map,
-                params: &[#(#infos),*],
-                scalars: &[#(#scalar_names),*],
-                variants: configs::VARIANTS,
-                toolchain: configs::TOOLCHAIN,
+            // SAFETY: the rules are this program's, from the IR the build
+            // compiled; the variants are its compiled configs, own first.
+            pub static KERNEL: ::coda_runtime::Kernel = unsafe {
+                ::coda_runtime::Kernel::new(
+                    #kernel_name,
+                    #b_layout,
+                    #is_map,
+                    &[#(#infos),*],
+                    &[#(#scalar_names),*],
+                    configs::VARIANTS,
+                    configs::TOOLCHAIN,
+                )
             };
 
-            /// Checks every argument (shape, dtype, alignment, device) and launches on
-            /// `stream`, in the config [`::coda_runtime::Kernel::choose`] picks for the shape.
-            pub fn launch(stream: &::coda_runtime::Stream, args: Args<'_>) -> ::core::result::Result<(), ::coda_runtime::Error> {
-                launch_as(stream, None, args)
+            /// The GEMM shape `(M, N, K)` of a launch with `args`.
+            pub fn shape(args: &Args<'_>) -> ::core::result::Result<::coda_runtime::Problem, ::coda_runtime::Error> {
+                #shape
             }
 
-            /// As [`launch`], in `choice` when given (one of `KERNEL.variants`).
+            /// Checks every argument (shape, dtype, alignment, device) and launches on
+            /// `stream`, in the config the tuner picks for the shape
+            /// ([`::coda_runtime::tune::choose`]). Partial outputs are allocated for it.
+            pub fn launch(stream: &::coda_runtime::Stream, args: Args<'_>) -> ::core::result::Result<(), ::coda_runtime::Error> {
+                let choice = ::coda_runtime::tune::choose(&KERNEL, stream, shape(&args)?)?;
+                launch_as(stream, &choice, args)
+            }
+
+            /// As [`launch`], in `choice` (one of `KERNEL.variants()`).
             pub fn launch_as(
                 stream: &::coda_runtime::Stream,
-                choice: ::core::option::Option<::coda_runtime::Choice>,
+                choice: &::coda_runtime::Choice,
                 args: Args<'_>,
             ) -> ::core::result::Result<(), ::coda_runtime::Error> {
+                #prob
                 let Args { #operand_names #(#field_names,)* #(#scalars,)* } = args;
+                #(#binds)*
                 #launch
             }
         }

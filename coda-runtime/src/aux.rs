@@ -2,14 +2,8 @@
 //! one small deterministic kernel (fixed summation order, no atomics) on the
 //! stream, reading only the partials, never a full activation.
 
-use crate::{AnyTensor, Element, Error, Stream, TensorMut, TensorRef};
-
-fn rank2(name: &str, t: &dyn AnyTensor, what: &str) -> Result<(usize, usize), Error> {
-    match *t.dims() {
-        [a, b] if a > 0 && b > 0 => Ok((a, b)),
-        _ => Err(Error::arg(name, format!("must be {what}, got shape {:?}", t.dims()))),
-    }
-}
+use crate::partials::{ColPartials, Kind, LsePartials, Partials, RowPartials};
+use crate::{AnyTensor, Error, Stream, Tensor, TensorMut, TensorRef};
 
 fn len(t: &dyn AnyTensor) -> usize {
     t.dims().iter().product()
@@ -31,98 +25,93 @@ fn same_stream(stream: &Stream, name: &str, t: &dyn AnyTensor) -> Result<(), Err
     }
 }
 
-fn ptr<T: Element>(stream: &Stream, t: &dyn TensorRef<T>) -> *const T {
-    t.address(stream) as *const T
-}
-
-fn ptr_mut<T: Element>(stream: &Stream, t: &mut dyn TensorMut<T>) -> *mut T {
-    t.address(stream) as *mut T
-}
-
 fn launched(stream: &Stream, kernel: &'static str, code: i32) -> Result<(), Error> {
     stream.count(crate::stream::LaunchKind::Aux);
     if code == 0 { Ok(()) } else { Err(Error::Kernel { kernel, code, message: "CUDA launch error".into() }) }
 }
 
-/// The rows `M` a `[n_tiles, m_pad]` row-partials tensor is finished for, checked against `out` `[M]`.
-fn row_partials(partials: &dyn AnyTensor, out_name: &str, m: usize) -> Result<(usize, usize), Error> {
-    let (n_tiles, m_pad) = rank2("partials", partials, "[n_tiles, m_pad] row partials")?;
-    if m == 0 || m > m_pad {
-        return Err(Error::arg(out_name, format!("length M = {m} must be in 1..={m_pad} (the partials' rows)")));
-    }
-    Ok((n_tiles, m_pad))
+/// The written partials and the `M` of their producer, checked against `out` `[M]`.
+fn row_partials<'p, K: Kind>(partials: &'p Partials<K>, out_name: &str, out: &dyn AnyTensor) -> Result<(&'p Tensor<f32>, usize), Error> {
+    let (buf, p) = partials.written("partials")?;
+    vector(out_name, out, p.m)?;
+    Ok((buf, p.m))
 }
 
-/// RMSNorm's inverse RMS from row-sum-of-squares partials:
-/// `r[m] = rsqrt(Σ_t partials[t, m] / d + eps)`; `partials` is a `RowPartial`
-/// output `[n_tiles, m_pad]` and `r` is `[M]`.
-pub fn rms_from_partials(stream: &Stream, partials: &dyn TensorRef<f32>, d: usize, eps: f32, r: &mut dyn TensorMut<f32>) -> Result<(), Error> {
-    let m = len(r);
-    vector("r", r, m)?;
-    let (n_tiles, m_pad) = row_partials(partials, "r", m)?;
+/// The `(tiles, padded length)` of a `[tiles, padded]` partials buffer.
+fn tiles(buf: &Tensor<f32>) -> (i64, i64) {
+    let d = buf.shape();
+    (d[d.len() - 2] as i64, d[d.len() - 1] as i64)
+}
+
+/// RMSNorm's inverse RMS from the row-sum-of-squares partials of a program's
+/// `row_sum(x * x)`: `r[m] = rsqrt(Σ_t partials[t, m] / d + eps)`; `r` is `[M]`.
+pub fn rms_from_partials(stream: &Stream, partials: &RowPartials, d: usize, eps: f32, r: &mut dyn TensorMut<f32>) -> Result<(), Error> {
+    let (buf, m) = row_partials(partials, "r", r.as_any())?;
     if d == 0 {
         return Err(Error::arg("d", "the normalized width must be ≥ 1"));
     }
-    same_stream(stream, "partials", partials)?;
-    same_stream(stream, "r", r)?;
+    same_stream(stream, "partials", buf)?;
+    same_stream(stream, "r", r.as_any())?;
     stream.cuda().context().bind_to_thread()?;
-    let (p, o) = (ptr(stream, partials), ptr_mut(stream, r));
-    // SAFETY: shapes checked above; both buffers outlive the enqueue on their own stream.
+    let (n_tiles, m_pad) = tiles(buf);
+    let ((p, _read), (o, _write)) = (buf.read_ptr(stream), r.write_ptr(stream));
+    // SAFETY: shapes checked above; the guards order both buffers after the enqueue.
     let code = unsafe {
-        crate::ffi::coda_rms_finish(p, m as i64, m_pad as i64, n_tiles as i64, 1.0 / d as f32, eps, o, stream.raw())
+        crate::ffi::coda_rms_finish(p as _, m as i64, m_pad, n_tiles, 1.0 / d as f32, eps, o as _, stream.raw())
     };
     launched(stream, "coda_rms_finish", code)
 }
 
 /// Plain row sums: `out[m] = scale · Σ_t partials[t, m]` (e.g. `s = (1/d) Σ dy ⊙ y`).
-pub fn row_sums(stream: &Stream, partials: &dyn TensorRef<f32>, scale: f32, out: &mut dyn TensorMut<f32>) -> Result<(), Error> {
-    let m = len(out);
-    vector("out", out, m)?;
-    let (n_tiles, m_pad) = row_partials(partials, "out", m)?;
-    same_stream(stream, "partials", partials)?;
-    same_stream(stream, "out", out)?;
+pub fn row_sums(stream: &Stream, partials: &RowPartials, scale: f32, out: &mut dyn TensorMut<f32>) -> Result<(), Error> {
+    let (buf, m) = row_partials(partials, "out", out.as_any())?;
+    same_stream(stream, "partials", buf)?;
+    same_stream(stream, "out", out.as_any())?;
     stream.cuda().context().bind_to_thread()?;
-    let (p, o) = (ptr(stream, partials), ptr_mut(stream, out));
+    let (n_tiles, m_pad) = tiles(buf);
+    let ((p, _read), (o, _write)) = (buf.read_ptr(stream), out.write_ptr(stream));
     // SAFETY: shapes checked above.
-    let code =
-        unsafe { crate::ffi::coda_row_sum_finish(p, m as i64, m_pad as i64, n_tiles as i64, scale, o, stream.raw()) };
+    let code = unsafe { crate::ffi::coda_row_sum_finish(p as _, m as i64, m_pad, n_tiles, scale, o as _, stream.raw()) };
     launched(stream, "coda_row_sum_finish", code)
 }
 
-/// Column sums over M-tiles: `out[n] = Σ_t partials[t, n]`, from a `ColPartial`
-/// output `[m_tiles, n_pad]` (e.g. `dγ`); `out` is `[N]`.
-pub fn col_sums(stream: &Stream, partials: &dyn TensorRef<f32>, out: &mut dyn TensorMut<f32>) -> Result<(), Error> {
-    let (m_tiles, n_pad) = rank2("partials", partials, "[m_tiles, n_pad] column partials")?;
-    let n = len(out);
-    if n == 0 || n > n_pad || out.dims() != [n] {
-        return Err(Error::arg("out", format!("must be [N] with 1 ≤ N ≤ {n_pad}, got shape {:?}", out.dims())));
-    }
-    same_stream(stream, "partials", partials)?;
-    same_stream(stream, "out", out)?;
+/// Column sums over M-tiles: `out[n] = Σ_t partials[t, n]`, from a
+/// program's `col_sum` (e.g. `dγ`); `out` is `[N]`.
+pub fn col_sums(stream: &Stream, partials: &ColPartials, out: &mut dyn TensorMut<f32>) -> Result<(), Error> {
+    col_sums_into(stream, partials, out, false)
+}
+
+/// As [`col_sums`], adding into `out` (`out[n] += Σ_t partials[t, n]`): to
+/// sum the column statistics of several launches over chunks of rows.
+pub fn col_sums_add(stream: &Stream, partials: &ColPartials, out: &mut dyn TensorMut<f32>) -> Result<(), Error> {
+    col_sums_into(stream, partials, out, true)
+}
+
+fn col_sums_into(stream: &Stream, partials: &ColPartials, out: &mut dyn TensorMut<f32>, accumulate: bool) -> Result<(), Error> {
+    let (buf, p) = partials.written("partials")?;
+    vector("out", out.as_any(), p.n)?;
+    same_stream(stream, "partials", buf)?;
+    same_stream(stream, "out", out.as_any())?;
     stream.cuda().context().bind_to_thread()?;
-    let (p, o) = (ptr(stream, partials), ptr_mut(stream, out));
+    let (m_tiles, n_pad) = tiles(buf);
+    let ((ptr, _read), (o, _write)) = (buf.read_ptr(stream), out.write_ptr(stream));
     // SAFETY: shapes checked above.
-    let code = unsafe { crate::ffi::coda_col_sum_finish(p, n as i64, n_pad as i64, m_tiles as i64, o, stream.raw()) };
+    let code = unsafe {
+        crate::ffi::coda_col_sum_finish(ptr as _, p.n as i64, n_pad, m_tiles, accumulate as i32, o as _, stream.raw())
+    };
     launched(stream, "coda_col_sum_finish", code)
 }
 
-/// Log-sum-exp per row from `LsePartial` output `[2, n_tiles, m_pad]`; `lse` is `[M]`.
-pub fn lse_from_partials(stream: &Stream, partials: &dyn TensorRef<f32>, lse: &mut dyn TensorMut<f32>) -> Result<(), Error> {
-    let m = len(lse);
-    vector("lse", lse, m)?;
-    let (n_tiles, m_pad) = match *partials.dims() {
-        [2, t, p] if t > 0 && p > 0 => (t, p),
-        _ => return Err(Error::arg("partials", format!("must be [2, n_tiles, m_pad], got shape {:?}", partials.dims()))),
-    };
-    if m == 0 || m > m_pad {
-        return Err(Error::arg("lse", format!("length M = {m} must be in 1..={m_pad} (the partials' rows)")));
-    }
-    same_stream(stream, "partials", partials)?;
-    same_stream(stream, "lse", lse)?;
+/// Log-sum-exp per row from a program's `row_lse` partials; `lse` is `[M]`.
+pub fn lse_from_partials(stream: &Stream, partials: &LsePartials, lse: &mut dyn TensorMut<f32>) -> Result<(), Error> {
+    let (buf, m) = row_partials(partials, "lse", lse.as_any())?;
+    same_stream(stream, "partials", buf)?;
+    same_stream(stream, "lse", lse.as_any())?;
     stream.cuda().context().bind_to_thread()?;
-    let (p, o) = (ptr(stream, partials), ptr_mut(stream, lse));
+    let (n_tiles, m_pad) = tiles(buf);
+    let ((p, _read), (o, _write)) = (buf.read_ptr(stream), lse.write_ptr(stream));
     // SAFETY: shapes checked above.
-    let code = unsafe { crate::ffi::coda_lse_finish(p, m as i64, m_pad as i64, n_tiles as i64, o, stream.raw()) };
+    let code = unsafe { crate::ffi::coda_lse_finish(p as _, m as i64, m_pad, n_tiles, o as _, stream.raw()) };
     launched(stream, "coda_lse_finish", code)
 }
 
@@ -145,18 +134,20 @@ pub fn cross_entropy_loss(
     vector("lse", lse, m)?;
     vector("target_logit", target_logit, m)?;
     vector("targets", targets, m)?;
-    vector("loss", loss, m)?;
-    vector("mean", mean, 1)?;
+    vector("loss", loss.as_any(), m)?;
+    vector("mean", mean.as_any(), 1)?;
     same_stream(stream, "lse", lse)?;
     same_stream(stream, "target_logit", target_logit)?;
     same_stream(stream, "targets", targets)?;
-    same_stream(stream, "loss", loss)?;
-    same_stream(stream, "mean", mean)?;
+    same_stream(stream, "loss", loss.as_any())?;
+    same_stream(stream, "mean", mean.as_any())?;
     stream.cuda().context().bind_to_thread()?;
-    let (l, tl, t) = (ptr(stream, lse), ptr(stream, target_logit), ptr(stream, targets));
-    let (lo, me) = (ptr_mut(stream, loss), ptr_mut(stream, mean));
+    let ((l, _l), (tl, _tl), (t, _t)) = (lse.read_ptr(stream), target_logit.read_ptr(stream), targets.read_ptr(stream));
+    let ((lo, _lo), (me, _me)) = (loss.write_ptr(stream), mean.write_ptr(stream));
     // SAFETY: every buffer is [M] (mean [1]), checked above.
-    let code = unsafe { crate::ffi::coda_cross_entropy_finish(l, tl, t, m as i64, n_classes as i64, lo, me, stream.raw()) };
+    let code = unsafe {
+        crate::ffi::coda_cross_entropy_finish(l as _, tl as _, t as _, m as i64, n_classes as i64, lo as _, me as _, stream.raw())
+    };
     launched(stream, "coda_cross_entropy_finish", code)
 }
 
@@ -168,12 +159,12 @@ pub fn cross_entropy_row_weights(stream: &Stream, targets: &dyn TensorRef<i32>, 
         return Err(Error::arg("targets", "must have at least one row"));
     }
     vector("targets", targets, m)?;
-    vector("w", w, m)?;
+    vector("w", w.as_any(), m)?;
     same_stream(stream, "targets", targets)?;
-    same_stream(stream, "w", w)?;
+    same_stream(stream, "w", w.as_any())?;
     stream.cuda().context().bind_to_thread()?;
-    let (t, o) = (ptr(stream, targets), ptr_mut(stream, w));
+    let ((t, _t), (o, _o)) = (targets.read_ptr(stream), w.write_ptr(stream));
     // SAFETY: both buffers are [M], checked above.
-    let code = unsafe { crate::ffi::coda_cross_entropy_row_weights(t, m as i64, n_classes as i64, o, stream.raw()) };
+    let code = unsafe { crate::ffi::coda_cross_entropy_row_weights(t as _, m as i64, n_classes as i64, o as _, stream.raw()) };
     launched(stream, "coda_cross_entropy_row_weights", code)
 }

@@ -1,39 +1,34 @@
-use std::fmt;
-
-/// Everything a launch can refuse or fail with.
-#[derive(Debug)]
+/// Everything the runtime can refuse or fail with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// An argument broke a rule; nothing was launched.
+    #[error("argument `{name}`: {rule}")]
     Arg { name: String, rule: String },
     /// No usable CUDA device or driver.
+    #[error("no CUDA device: {0}")]
     NoDevice(String),
     /// A CUDA driver call failed.
-    Driver(cudarc::driver::DriverError),
+    #[error("CUDA driver error: {0:?}")]
+    Driver(#[from] cudarc::driver::DriverError),
     /// A generated launcher refused or failed (CUTLASS status, launch error).
+    #[error("kernel {kernel} failed (code {code}): {message}")]
     Kernel { kernel: &'static str, code: i32, message: String },
+    /// A vendor library (cuBLAS, cuBLASLt) is missing or failed.
+    #[error("{library}: {message}")]
+    Library { library: &'static str, message: String },
+    /// The tuning cache could not be read or written.
+    #[error("tuning cache {path}: {source}")]
+    TuningCache {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl Error {
-    pub(crate) fn arg(name: &str, rule: impl Into<String>) -> Error {
+    /// An argument error: `name` breaks `rule`.
+    pub fn arg(name: &str, rule: impl Into<String>) -> Error {
         Error::Arg { name: name.to_string(), rule: rule.into() }
-    }
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::Arg { name, rule } => write!(f, "argument `{name}`: {rule}"),
-            Error::NoDevice(why) => write!(f, "no CUDA device: {why}"),
-            Error::Driver(e) => write!(f, "CUDA driver error: {e:?}"),
-            Error::Kernel { kernel, code, message } => write!(f, "kernel {kernel} failed (code {code}): {message}"),
-        }
-    }
-}
-
-impl std::error::Error for Error {}
-
-impl From<cudarc::driver::DriverError> for Error {
-    fn from(e: cudarc::driver::DriverError) -> Self {
-        Error::Driver(e)
     }
 }

@@ -56,6 +56,7 @@ unsafe extern "C" {
         n: i64,
         n_pad: i64,
         m_tiles: i64,
+        accumulate: i32,
         out: *mut f32,
         stream: *mut c_void,
     ) -> i32;

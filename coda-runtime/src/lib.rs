@@ -1,30 +1,35 @@
 //! The CODA runtime: launch GEMM-epilogue programs compiled by `coda-codegen`
 //! on a CUDA stream, with every argument checked first, and finish their
-//! partial statistics with aux reductions.
+//! partial statistics with aux reductions. Model-free: the Llama block lives
+//! in `coda-llama`.
 //!
 //! ```text
 //! use coda_runtime as coda;
 //!
 //! #[coda::epilogue]
-//! fn rowscale(acc: Acc, r: PerRow<f32>) -> Tile<bf16> {
-//!     let y = acc * r;
-//!     y
+//! fn residual_rms(acc: Acc, z: Tile<bf16>) -> (Tile<bf16>, RowPartial<f32>) {
+//!     let h = acc + z;
+//!     let sq = row_sum(h * h);
+//!     (h, sq)
 //! }
 //!
 //! let stream = coda::Stream::new(0)?;
-//! rowscale::launch(&stream, rowscale::Args { a: &x, b: &w, r: &r, y: &mut y })?;
+//! let mut sq = coda::RowPartials::new();   // sized by the launch's config
+//! residual_rms::launch(&stream, residual_rms::Args { a: &x, b: &w, z: &z, h: &mut h, sq: &mut sq })?;
+//! coda::aux::rms_from_partials(&stream, &sq, d, 1e-5, &mut r)?;
 //! ```
-
-// The Llama ops use our own macro, whose expansion names `::coda_runtime`.
-extern crate self as coda_runtime;
+//!
+//! Layers, each using only those before it: [`tensor`](Tensor) and
+//! [`Stream`] → [`Kernel`] (checked launches in a resolved [`Choice`]) →
+//! [`tune`] (which choice a shape runs; the generated `launch` asks it) and
+//! [`partials`] → [`aux`] (finishers of partials).
 
 pub mod aux;
-pub mod blas;
 pub mod bench;
 mod error;
 pub mod ffi;
-pub mod llama;
 mod kernel;
+pub mod partials;
 mod stream;
 mod tensor;
 pub mod tune;
@@ -35,5 +40,6 @@ pub use coda_macros::epilogue;
 pub use error::Error;
 pub use half::bf16;
 pub use kernel::{ArgDesc, Choice, Kernel, MAP_K, ParamInfo, Problem, Raster, Variant, check_args, gemm_problem};
-pub use stream::{Launches, Stream};
-pub use tensor::{AnyTensor, Element, Rows, RowsMut, Tensor, TensorArg, TensorMut, TensorRef};
+pub use partials::{ColPartials, LsePartials, RowPartials};
+pub use stream::{LaunchKind, Launches, Stream};
+pub use tensor::{AnyTensor, AnyTensorMut, Element, Rows, RowsMut, Tensor, TensorArg, TensorMut, TensorRef};

@@ -1,5 +1,5 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, sys};
 
@@ -35,8 +35,9 @@ impl std::ops::Sub for Launches {
     }
 }
 
-#[derive(Clone, Copy)]
-pub(crate) enum LaunchKind {
+/// What kind of kernel a launch enqueued (see [`Stream::count`]).
+#[derive(Clone, Copy, Debug)]
+pub enum LaunchKind {
     Fused = 0,
     Aux = 1,
     Blas = 2,
@@ -91,7 +92,8 @@ impl Stream {
         Launches { fused: n(LaunchKind::Fused), aux: n(LaunchKind::Aux), blas: n(LaunchKind::Blas) }
     }
 
-    pub(crate) fn count(&self, kind: LaunchKind) {
+    /// Counts one launch of `kind` (libraries count the vendor GEMMs they enqueue).
+    pub fn count(&self, kind: LaunchKind) {
         self.launches[kind as usize].fetch_add(1, Ordering::Relaxed);
     }
 
@@ -118,14 +120,22 @@ impl Stream {
         Ok(f(ptr, len))
     }
 
-    /// The address of at least `elems` zero bf16 values on this stream, kept
-    /// and grown as needed; never written, so every launch may read them.
-    pub(crate) fn zero_operand(&self, elems: usize) -> Result<u64, Error> {
+    /// At least `elems` zero bf16 values on this stream, kept and grown as
+    /// needed; never written, so every launch may read them. The lock is held
+    /// until the guard drops, after the launch that reads them is enqueued, so
+    /// another thread cannot replace (free) them in between.
+    pub(crate) fn zero_operand(&self, elems: usize) -> Result<ZeroOperand<'_>, Error> {
         let mut z = self.zeros.lock().unwrap_or_else(|p| p.into_inner());
         if z.as_ref().is_none_or(|b| b.len() < elems) {
             *z = Some(self.stream.alloc_zeros(elems.next_power_of_two())?);
         }
-        let b = z.as_ref().expect("allocated above");
-        Ok(cudarc::driver::DevicePtr::device_ptr(b, &self.stream).0)
+        let address = cudarc::driver::DevicePtr::device_ptr(z.as_ref().expect("allocated above"), &self.stream).0;
+        Ok(ZeroOperand { _lock: z, address })
     }
+}
+
+/// The zero operand of a map program's empty GEMM, locked while in use.
+pub(crate) struct ZeroOperand<'s> {
+    _lock: MutexGuard<'s, Option<CudaSlice<half::bf16>>>,
+    pub address: u64,
 }

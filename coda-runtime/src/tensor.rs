@@ -1,6 +1,7 @@
 use std::ops::Range;
+use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, DeviceRepr, ValidAsZeroBits};
+use cudarc::driver::{CudaSlice, CudaStream, CudaViewMut, DevicePtr, DevicePtrMut, DeviceRepr, SyncOnDrop, ValidAsZeroBits};
 
 use crate::dsl::ir::DType;
 use crate::{Error, Stream};
@@ -20,7 +21,25 @@ impl Element for i32 {
     const DTYPE: DType = DType::I32;
 }
 
+impl<T: Element> std::fmt::Debug for Tensor<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Tensor<{:?}>{:?}", T::DTYPE, self.shape)
+    }
+}
+
+/// The element count of `shape`, refusing shapes whose size overflows.
+fn checked_len<T>(shape: &[usize]) -> Result<usize, Error> {
+    shape
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d))
+        .filter(|n| n.checked_mul(std::mem::size_of::<T>()).is_some_and(|b| b <= isize::MAX as usize))
+        .ok_or_else(|| Error::arg("shape", format!("{shape:?} has more bytes than memory can address")))
+}
+
 /// A dense row-major device tensor (rank 1 or 2) on one stream's device.
+///
+/// Its allocation always holds exactly `shape.iter().product()` elements:
+/// nothing hands out the allocation itself mutably, so launches may trust it.
 pub struct Tensor<T: Element> {
     data: CudaSlice<T>,
     shape: Vec<usize>,
@@ -29,7 +48,7 @@ pub struct Tensor<T: Element> {
 impl<T: Element> Tensor<T> {
     /// Copies `host` (row-major, `shape.iter().product()` elements) to the device.
     pub fn from_host(stream: &Stream, host: &[T], shape: &[usize]) -> Result<Self, Error> {
-        let want: usize = shape.iter().product();
+        let want = checked_len::<T>(shape)?;
         if host.len() != want {
             return Err(Error::arg("host", format!("{} elements for shape {shape:?} ({want} needed)", host.len())));
         }
@@ -37,21 +56,31 @@ impl<T: Element> Tensor<T> {
     }
 
     pub fn zeros(stream: &Stream, shape: &[usize]) -> Result<Self, Error> {
-        Ok(Tensor { data: stream.cuda().alloc_zeros(shape.iter().product())?, shape: shape.to_vec() })
+        let len = checked_len::<T>(shape)?;
+        Ok(Tensor { data: stream.cuda().alloc_zeros(len)?, shape: shape.to_vec() })
     }
 
-    /// Fills every byte with 0xFF (NaN for bf16 and f32): outputs are poisoned
-    /// before a launch so that an unwritten element cannot pass a check.
-    pub fn poison(&mut self, stream: &Stream) -> Result<(), Error> {
+    /// The stream the tensor was allocated on, which orders work on it.
+    fn own_stream(&self) -> Arc<CudaStream> {
+        self.data.stream().clone()
+    }
+
+    /// Fills every byte with 0xFF (NaN for bf16 and f32), on the tensor's own
+    /// stream: outputs are poisoned before a launch so that an unwritten
+    /// element cannot pass a check.
+    pub fn poison(&mut self) -> Result<(), Error> {
+        let stream = self.own_stream();
+        stream.context().bind_to_thread()?;
         let bytes = self.data.num_bytes();
-        let (ptr, _sync) = self.data.device_ptr_mut(stream.cuda());
-        // SAFETY: ptr addresses `bytes` bytes of this allocation, ordered on the stream.
-        unsafe { cudarc::driver::result::memset_d8_async(ptr, 0xFF, bytes, stream.cuda().cu_stream())? };
+        let (ptr, _record) = self.data.device_ptr_mut(&stream);
+        // SAFETY: ptr addresses `bytes` bytes of this allocation, ordered on its own stream.
+        unsafe { cudarc::driver::result::memset_d8_async(ptr, 0xFF, bytes, stream.cu_stream())? };
         Ok(())
     }
 
-    pub fn to_host(&self, stream: &Stream) -> Result<Vec<T>, Error> {
-        Ok(stream.cuda().clone_dtoh(&self.data)?)
+    /// Copies the tensor to the host, ordered after every launch that wrote it.
+    pub fn to_host(&self) -> Result<Vec<T>, Error> {
+        Ok(self.own_stream().clone_dtoh(&self.data)?)
     }
 
     pub fn shape(&self) -> &[usize] {
@@ -66,12 +95,15 @@ impl<T: Element> Tensor<T> {
         self.data.len() == 0
     }
 
+    /// The allocation, for reading it with other CUDA libraries.
     pub fn slice(&self) -> &CudaSlice<T> {
         &self.data
     }
 
-    pub fn slice_mut(&mut self) -> &mut CudaSlice<T> {
-        &mut self.data
+    /// A mutable view of the whole allocation, for writing it with other CUDA
+    /// libraries (a view, so the allocation itself cannot be replaced).
+    pub fn view_mut(&mut self) -> CudaViewMut<'_, T> {
+        self.data.as_view_mut()
     }
 
     /// Rows `range` of the leading dimension, as an input argument.
@@ -89,8 +121,11 @@ impl<T: Element> Tensor<T> {
 
 /// The element offset and shape of rows `range` of a tensor of `shape`.
 fn row_range(shape: &[usize], range: &Range<usize>) -> Result<(usize, Vec<usize>), Error> {
-    if range.start >= range.end || range.end > shape[0] {
-        return Err(Error::arg("rows", format!("range {range:?} must be non-empty and within the {} rows", shape[0])));
+    let Some(&rows) = shape.first() else {
+        return Err(Error::arg("rows", "a rank-0 tensor has no rows"));
+    };
+    if range.start >= range.end || range.end > rows {
+        return Err(Error::arg("rows", format!("range {range:?} must be non-empty and within the {rows} rows")));
     }
     let row: usize = shape[1..].iter().product();
     let mut sub = shape.to_vec();
@@ -112,10 +147,17 @@ pub struct RowsMut<'a, T: Element> {
     shape: Vec<usize>,
 }
 
+mod sealed {
+    pub trait Sealed {}
+    impl<T: super::Element> Sealed for super::Tensor<T> {}
+    impl<T: super::Element> Sealed for super::Rows<'_, T> {}
+    impl<T: super::Element> Sealed for super::RowsMut<'_, T> {}
+}
+
 /// A tensor (or rows of one) of element type `T`, readable by a launch.
 pub trait TensorRef<T: Element>: AnyTensor {}
 /// A tensor (or rows of one) of element type `T`, writable by a launch.
-pub trait TensorMut<T: Element>: AnyTensor {}
+pub trait TensorMut<T: Element>: AnyTensorMut {}
 
 impl<T: Element> TensorRef<T> for Tensor<T> {}
 impl<T: Element> TensorMut<T> for Tensor<T> {}
@@ -123,10 +165,11 @@ impl<T: Element> TensorRef<T> for Rows<'_, T> {}
 impl<T: Element> TensorRef<T> for RowsMut<'_, T> {}
 impl<T: Element> TensorMut<T> for RowsMut<'_, T> {}
 
-/// A type-erased tensor argument of a launch.
+/// A type-erased tensor argument of a launch: its direction is checked
+/// against the parameter's.
 pub enum TensorArg<'a> {
     In(&'a dyn AnyTensor),
-    Out(&'a mut dyn AnyTensor),
+    Out(&'a mut dyn AnyTensorMut),
 }
 
 impl<'a> TensorArg<'a> {
@@ -139,22 +182,33 @@ impl<'a> TensorArg<'a> {
     pub(crate) fn tensor(&self) -> &dyn AnyTensor {
         match self {
             TensorArg::In(t) => *t,
-            TensorArg::Out(t) => &**t,
+            TensorArg::Out(t) => t.as_any(),
         }
     }
 }
 
 /// What a launch needs to know of a tensor, whatever its element type.
-pub trait AnyTensor {
+/// Sealed: only this crate's tensors and views, whose sizes it trusts.
+pub trait AnyTensor: sealed::Sealed {
     fn dtype(&self) -> DType;
     fn dims(&self) -> &[usize];
+    /// Bytes the argument spans: `product(dims) × element size`.
     fn bytes(&self) -> usize;
     fn ordinal(&self) -> usize;
     /// Whether the tensor was allocated on `stream` (launches are ordered on it).
     fn on_stream(&self, stream: &Stream) -> bool;
-    /// The device address. Work on it is ordered by the tensor's own stream,
-    /// which launches require to be the launch stream.
-    fn address(&self, stream: &Stream) -> u64;
+    /// The device address for reading on `stream`. Keep the guard until the
+    /// work is enqueued: dropping it records the read, so that later writers
+    /// on other streams wait for it.
+    fn read_ptr<'s>(&'s self, stream: &'s Stream) -> (u64, SyncOnDrop<'s>);
+}
+
+/// A tensor a launch may write.
+pub trait AnyTensorMut: AnyTensor {
+    /// The device address for writing on `stream`; dropping the guard
+    /// records the write, so that later readers on other streams wait for it.
+    fn write_ptr<'s>(&'s mut self, stream: &'s Stream) -> (u64, SyncOnDrop<'s>);
+    fn as_any(&self) -> &dyn AnyTensor;
 }
 
 impl<T: Element> AnyTensor for Tensor<T> {
@@ -171,10 +225,19 @@ impl<T: Element> AnyTensor for Tensor<T> {
         self.data.ordinal()
     }
     fn on_stream(&self, stream: &Stream) -> bool {
-        std::sync::Arc::ptr_eq(self.data.stream(), stream.cuda())
+        Arc::ptr_eq(self.data.stream(), stream.cuda())
     }
-    fn address(&self, stream: &Stream) -> u64 {
-        self.data.device_ptr(stream.cuda()).0
+    fn read_ptr<'s>(&'s self, stream: &'s Stream) -> (u64, SyncOnDrop<'s>) {
+        self.data.device_ptr(stream.cuda())
+    }
+}
+
+impl<T: Element> AnyTensorMut for Tensor<T> {
+    fn write_ptr<'s>(&'s mut self, stream: &'s Stream) -> (u64, SyncOnDrop<'s>) {
+        self.data.device_ptr_mut(stream.cuda())
+    }
+    fn as_any(&self) -> &dyn AnyTensor {
+        self
     }
 }
 
@@ -188,6 +251,7 @@ macro_rules! rows_any_tensor {
                 &self.shape
             }
             fn bytes(&self) -> usize {
+                // Within the base tensor's allocation (checked by `row_range`): no overflow.
                 self.shape.iter().product::<usize>() * std::mem::size_of::<T>()
             }
             fn ordinal(&self) -> usize {
@@ -196,11 +260,40 @@ macro_rules! rows_any_tensor {
             fn on_stream(&self, stream: &Stream) -> bool {
                 self.base.on_stream(stream)
             }
-            fn address(&self, stream: &Stream) -> u64 {
-                self.base.address(stream) + (self.start * std::mem::size_of::<T>()) as u64
+            fn read_ptr<'s>(&'s self, stream: &'s Stream) -> (u64, SyncOnDrop<'s>) {
+                let (p, g) = self.base.read_ptr(stream);
+                (p + (self.start * std::mem::size_of::<T>()) as u64, g)
             }
         }
     };
 }
 rows_any_tensor!(Rows);
 rows_any_tensor!(RowsMut);
+
+impl<T: Element> AnyTensorMut for RowsMut<'_, T> {
+    fn write_ptr<'s>(&'s mut self, stream: &'s Stream) -> (u64, SyncOnDrop<'s>) {
+        let offset = (self.start * std::mem::size_of::<T>()) as u64;
+        let (p, g) = self.base.write_ptr(stream);
+        (p + offset, g)
+    }
+    fn as_any(&self) -> &dyn AnyTensor {
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Shapes whose byte size overflows are refused instead of wrapping to a
+    /// small allocation; a rank-0 tensor has no rows to view.
+    #[test]
+    fn sizes_never_wrap_and_rows_need_a_rank() {
+        assert_eq!(checked_len::<f32>(&[1000, 520]).unwrap(), 520_000);
+        assert!(checked_len::<f32>(&[1 << 62, 4]).is_err(), "element count overflows");
+        assert!(checked_len::<f32>(&[1 << 61, 2]).is_err(), "byte count overflows");
+        assert!(row_range(&[], &(0..1)).is_err());
+        assert!(row_range(&[4, 8], &(1..3)).is_ok_and(|(start, shape)| start == 8 && shape == [2, 8]));
+        assert!(row_range(&[4, 8], &(3..5)).is_err());
+    }
+}

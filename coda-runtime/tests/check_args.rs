@@ -13,23 +13,19 @@ unsafe extern "C" fn never_size(_: *mut GemmLaunch, _: *mut usize) -> i32 {
     std::process::abort()
 }
 
+const PARAMS: &[ParamInfo] = &[
+    ParamInfo { name: "z", shape: Shape::Tile, dtype: DType::Bf16, output: false },
+    ParamInfo { name: "gamma", shape: Shape::PerCol, dtype: DType::Bf16, output: false },
+    ParamInfo { name: "h", shape: Shape::Tile, dtype: DType::Bf16, output: true },
+    ParamInfo { name: "u", shape: Shape::Tile, dtype: DType::Bf16, output: true },
+    ParamInfo { name: "sq", shape: Shape::RowPartial, dtype: DType::F32, output: true },
+];
+// SAFETY: never launched (the launchers abort).
+const VARIANTS: &[Variant] = &[unsafe { Variant::new(OWN, "test", "", never_run, never_size) }];
 /// The o_proj program's rules: z, gamma in; h, u, sq out.
-static KERNEL: Kernel = KERNEL_FIELDS;
-const KERNEL_FIELDS: Kernel = Kernel {
-    name: "coda-test::residual_rms_partial",
-    b_layout: BLayout::Nk,
-    is_map: false,
-    params: &[
-        ParamInfo { name: "z", shape: Shape::Tile, dtype: DType::Bf16, output: false },
-        ParamInfo { name: "gamma", shape: Shape::PerCol, dtype: DType::Bf16, output: false },
-        ParamInfo { name: "h", shape: Shape::Tile, dtype: DType::Bf16, output: true },
-        ParamInfo { name: "u", shape: Shape::Tile, dtype: DType::Bf16, output: true },
-        ParamInfo { name: "sq", shape: Shape::RowPartial, dtype: DType::F32, output: true },
-    ],
-    scalars: &[],
-    variants: &[Variant { config: OWN, key: "test", run: never_run, workspace: never_size }],
-    toolchain: "none",
-};
+// SAFETY: never launched.
+static KERNEL: Kernel =
+    unsafe { Kernel::new("coda-test::residual_rms_partial", BLayout::Nk, false, PARAMS, &[], VARIANTS, "none") };
 /// The program's own config: cooperative 128×256, so `sq` is `[ceil(N / 256), round_up(M, 128)]`.
 const OWN: Config = Config {
     tile_m: 128,
@@ -46,6 +42,10 @@ struct Case {
     addrs: Vec<u64>,
     ordinals: Vec<usize>,
     on_stream: Vec<bool>,
+    /// Passed as outputs (`TensorArg::Out`).
+    outputs: Vec<bool>,
+    /// Bytes the allocation spans, when not `product(dims) × size`.
+    bytes: Vec<Option<usize>>,
 }
 
 const NAMES: [&str; 7] = ["a", "b", "z", "gamma", "h", "u", "sq"];
@@ -63,7 +63,8 @@ fn valid() -> Case {
     }
     let mut dtypes = vec![DType::Bf16; 6];
     dtypes.push(DType::F32);
-    Case { dims, dtypes, addrs, ordinals: vec![0; 7], on_stream: vec![true; 7] }
+    let outputs = vec![false, false, false, false, true, true, true];
+    Case { dims, dtypes, addrs, ordinals: vec![0; 7], on_stream: vec![true; 7], outputs, bytes: vec![None; 7] }
 }
 
 fn run(c: &Case) -> Result<Problem, Error> {
@@ -77,12 +78,13 @@ fn run_with(kernel: &Kernel, c: &Case) -> Result<Problem, Error> {
             dtype: c.dtypes[i],
             dims: &c.dims[i],
             address: c.addrs[i],
-            bytes: c.dims[i].iter().product::<usize>() * c.dtypes[i].bytes(),
+            bytes: c.bytes[i].unwrap_or(c.dims[i].iter().product::<usize>() * c.dtypes[i].bytes()),
             ordinal: c.ordinals[i],
             on_stream: c.on_stream[i],
+            output: c.outputs[i],
         })
         .collect();
-    check_args(kernel, &kernel.variants[0].config, 0, &descs[0], &descs[1], &descs[2..], 0)
+    check_args(kernel, &kernel.variants()[0].config(), 0, &descs[0], &descs[1], &descs[2..], 0)
 }
 
 fn refused(c: &Case, name: &str, rule: &str) {
@@ -154,6 +156,7 @@ fn partials_follow_the_launch_config() {
                 bytes: d[i].0.iter().product::<usize>() * d[i].1.bytes(),
                 ordinal: 0,
                 on_stream: true,
+                output: i >= 4,
             })
             .collect();
         check_args(&KERNEL, &tall, 0, &args[0], &args[1], &args[2..], 0)
@@ -220,7 +223,8 @@ fn outputs_must_not_alias() {
 /// With `b_layout = kn` the same problem takes `b` as `[K, N]`.
 #[test]
 fn a_kn_weight_is_read_as_k_by_n() {
-    static KN: Kernel = Kernel { b_layout: BLayout::Kn, ..KERNEL_FIELDS };
+    // SAFETY: never launched.
+    static KN: Kernel = unsafe { Kernel::new("coda-test::kn", BLayout::Kn, false, PARAMS, &[], VARIANTS, "none") };
     let mut c = valid();
     c.dims[1] = vec![264, 520];
     let run_kn = |c: &Case| run_with(&KN, c);
@@ -230,4 +234,25 @@ fn a_kn_weight_is_read_as_k_by_n() {
         Err(Error::Arg { name, rule }) => assert!(name == "b" && rule.contains("must be [K, N] with K = 264"), "{rule}"),
         other => panic!("{other:?}"),
     }
+}
+
+/// An output passed as an input (the launcher would write through a shared
+/// borrow) and an input passed as an output are refused.
+#[test]
+fn argument_directions_are_checked() {
+    let mut c = valid();
+    c.outputs[4] = false;
+    refused(&c, "h", "is an output of the program: pass it with TensorArg::output");
+    let mut c = valid();
+    c.outputs[2] = true;
+    refused(&c, "z", "is an input of the program: pass it with TensorArg::input");
+}
+
+/// An allocation smaller than its shape claims is refused, however the
+/// sizes came to disagree.
+#[test]
+fn allocation_sizes_must_match_shapes() {
+    let mut c = valid();
+    c.bytes[5] = Some(1000 * 520); // half of u's bf16 elements
+    refused(&c, "u", "spans 520000 bytes, its shape [1000, 520] needs Some(1040000)");
 }

@@ -9,14 +9,14 @@
 //! GEMM operands the device saved (themselves checked on the sampled rows).
 
 use coda_runtime::dsl::interp::round_bf16;
-use coda_runtime::llama::reference::{BackwardRows, Path, WeightGrads, backward_rows, head_rows};
-use coda_runtime::llama::{
+use crate::reference::{BackwardRows, Path, WeightGrads, backward_rows, head_rows};
+use coda_llama::{
     BACKWARD_LAUNCHES, BackwardState, BlockConfig, BlockGrads, BlockState, BlockWeights, FORWARD_LAUNCHES, HEAD_FORWARD_LAUNCHES,
     HeadBackwardState, HeadGrads, HeadState, HeadWeights, block_backward, block_forward, head_backward, head_backward_launches,
     head_forward, head_forward_backward, head_forward_backward_launches,
 };
-use coda_runtime::{Error, Launches, Stream, Tensor, bf16};
-use llama_norm::host::{Check, Rng, to_f64};
+use coda_runtime::{ColPartials, Error, Launches, Stream, Tensor, bf16};
+use crate::host::{Check, Rng, to_f64};
 
 use crate::block::{Inputs, random_inputs, random_weights};
 use crate::harness::Report;
@@ -77,16 +77,17 @@ pub fn backward_case(stream: &Stream, c: &BlockConfig, m: usize, extra_rows: usi
     let mut bs = BackwardState::new(stream, c, m)?;
     let mut g = BlockGrads::new(stream, c, m)?;
     let run = |fs: &mut BlockState, bs: &mut BackwardState, g: &mut BlockGrads| -> Result<Vec<Vec<f64>>, Error> {
-        fs.poison(stream)?;
-        bs.poison(stream)?;
-        g.poison(stream)?;
+        fs.poison()?;
+        bs.poison()?;
+        g.poison()?;
         block_forward(stream, &w, &attn, &x0, &pos, fs)?;
         block_backward(stream, &w, fs, &attn, &pos, &dx2, &dqkv, bs, g)?;
-        let b = |t: &Tensor<bf16>| t.to_host(stream).map(|v| to_f64(&v));
-        let s = |t: &Tensor<f32>| t.to_host(stream).map(|v| f32s(&v));
+        let b = |t: &Tensor<bf16>| t.to_host().map(|v| to_f64(&v));
+        let s = |t: &Tensor<f32>| t.to_host().map(|v| f32s(&v));
+        let p = |t: &ColPartials| s(t.tensor().ok_or_else(|| Error::arg("dgamma partials", "not written"))?);
         Ok(vec![
             b(&bs.dz2)?, s(&bs.s2)?, b(&bs.dh2)?, b(&bs.xg2)?, b(&bs.dz1)?, s(&bs.s1)?, b(&bs.xg1)?, b(&g.dx0)?, b(&g.dattn)?,
-            s(&bs.dgamma2_partials)?, s(&bs.dgamma1_partials)?, s(&g.dgamma2)?, s(&g.dgamma1)?,
+            p(&bs.dgamma2_partials)?, p(&bs.dgamma1_partials)?, s(&g.dgamma2)?, s(&g.dgamma1)?,
             s(&g.dw_qkv)?, s(&g.dw_down)?, s(&g.dw_gate_up)?, s(&g.dwo)?, b(&fs.y1)?,
         ])
     };
@@ -94,7 +95,8 @@ pub fn backward_case(stream: &Stream, c: &BlockConfig, m: usize, extra_rows: usi
     let again = run(&mut fs, &mut bs, &mut g)?;
     let repeat_bitwise = got.iter().zip(&again).all(|(a, b)| a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()));
 
-    let tile_m = bs.dgamma_tile_m();
+    // Both norm backwards ran one config: its tile height lays out both dγ partials.
+    let tile_m = bs.dgamma2_partials.producer().expect("written above").config.tile_m;
     let (first, mid, last) = if full { ((0..m).collect(), vec![], vec![]) } else { tile_rows(m, tile_m, extra_rows, &mut rng) };
     let sets = [&first, &mid, &last];
     let refs = |path| sets.map(|rows| backward_rows(c, &hw, &attn_h, &x0_h, &pos_h, &dx2_h, &dqkv_h, rows, path, full));
@@ -172,22 +174,22 @@ pub fn head_case(stream: &Stream, d: usize, v: usize, m: usize, chunk_rows: usiz
     let mut bs = HeadBackwardState::new(stream, &h, m, chunk_rows)?;
     let mut g = HeadGrads::new(stream, &h, m)?;
     let mut run = |fs: &mut HeadState, g: &mut HeadGrads| -> Result<Vec<Vec<f64>>, Error> {
-        fs.poison(stream)?;
-        g.poison(stream)?;
+        fs.poison()?;
+        g.poison()?;
         if fused {
             head_forward_backward(stream, &h, &x, &targets, fs, &mut bs, g)?;
         } else {
             head_forward(stream, &h, &x, &targets, fs)?;
             head_backward(stream, &h, &x, &targets, fs, &mut bs, g)?;
         }
-        let f = |t: &Tensor<f32>| t.to_host(stream).map(|v| f32s(&v));
-        Ok(vec![f(&fs.loss)?, f(&fs.lse)?, to_f64(&g.dx.to_host(stream)?), f(&fs.mean)?, f(&g.dgamma)?, f(&g.dw)?])
+        let f = |t: &Tensor<f32>| t.to_host().map(|v| f32s(&v));
+        Ok(vec![f(&fs.loss)?, f(&fs.lse)?, to_f64(&g.dx.to_host()?), f(&fs.mean)?, f(&g.dgamma)?, f(&g.dw)?])
     };
     let got = run(&mut fs, &mut g)?;
     let again = run(&mut fs, &mut g)?;
     let repeat_bitwise = got.iter().zip(&again).all(|(a, b)| a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()));
 
-    let rows: Vec<usize> = if full { (0..m).collect() } else { llama_norm::host::sample_rows(m, sample, &mut rng) };
+    let rows: Vec<usize> = if full { (0..m).collect() } else { crate::host::sample_rows(m, sample, &mut rng) };
     let (exact, ew) = head_rows(&x_h, &gamma_h, &w_h, &t_h, 1e-5, &rows, Path::F64);
     let (bf, bw) = head_rows(&x_h, &gamma_h, &w_h, &t_h, 1e-5, &rows, Path::Bf16Unfused);
     let ignored = |v: &[f64]| -> Vec<f64> { v.iter().zip(&rows).map(|(x, &r)| if t_h[r] < 0 { 0.0 } else { *x }).collect() };

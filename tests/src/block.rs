@@ -5,13 +5,14 @@
 use std::cell::RefCell;
 use std::time::Duration;
 
-use coda_runtime::blas::{Cublas, CublasLt};
-use coda_runtime::llama::reference::{Path, forward_rows};
-use coda_runtime::llama::{
+use coda_llama::blas::Cublas;
+use crate::baseline::CublasLt;
+use crate::reference::{Path, forward_rows};
+use coda_llama::{
     BackwardState, BlockConfig, BlockGrads, BlockState, BlockWeights, HostWeights, block_backward, block_forward, layout,
 };
 use coda_runtime::{Error, Stream, Tensor, bench, bf16};
-use llama_norm::host::{Check, Rng, sample_rows, to_f64};
+use crate::host::{Check, Rng, sample_rows, to_f64};
 
 use crate::harness::Report;
 
@@ -64,9 +65,9 @@ pub fn forward_case(stream: &Stream, c: &BlockConfig, m: usize, sample: usize, s
     let pos = Tensor::from_host(stream, &inp.pos, &[m])?;
     let mut s = BlockState::new(stream, c, m)?;
     let run = |s: &mut BlockState| -> Result<[Vec<bf16>; 5], Error> {
-        s.poison(stream)?;
+        s.poison()?;
         block_forward(stream, &w, &attn, &x0, &pos, s)?;
-        Ok([s.x1.to_host(stream)?, s.z1.to_host(stream)?, s.y1.to_host(stream)?, s.x2.to_host(stream)?, s.qkv.to_host(stream)?])
+        Ok([s.x1.to_host()?, s.z1.to_host()?, s.y1.to_host()?, s.x2.to_host()?, s.qkv.to_host()?])
     };
     let got = run(&mut s)?;
     let again = run(&mut s)?;

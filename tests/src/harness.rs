@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use coda_runtime::dsl::interp::{self, Inputs, Precision};
 use coda_runtime::dsl::ir::{BLayout, DType, InputKind, Program, Shape};
-use coda_runtime::{Choice, Error, Kernel, Stream, Tensor, TensorArg, bf16};
-use llama_norm::host::{Check, Rng, linear_rows, sample_rows, to_f64};
+use coda_runtime::{Choice, Error, Kernel, Problem, Stream, Tensor, TensorArg, bf16};
+use crate::host::{Check, Rng, linear_rows, sample_rows, to_f64};
 
 /// A device tensor of any dtype, with its host copy as f64.
 enum Dyn {
@@ -45,17 +45,17 @@ impl Dyn {
             DType::I32 => Dyn::I32(Tensor::zeros(stream, dims)?),
         };
         match &mut t {
-            Dyn::Bf16(x) => x.poison(stream)?,
-            Dyn::F32(x) => x.poison(stream)?,
-            Dyn::I32(x) => x.poison(stream)?,
+            Dyn::Bf16(x) => x.poison()?,
+            Dyn::F32(x) => x.poison()?,
+            Dyn::I32(x) => x.poison()?,
         }
         Ok(t)
     }
-    fn host(&self, stream: &Stream) -> Result<Vec<f64>, Error> {
+    fn host(&self) -> Result<Vec<f64>, Error> {
         Ok(match self {
-            Dyn::Bf16(t) => to_f64(&t.to_host(stream)?),
-            Dyn::F32(t) => t.to_host(stream)?.iter().map(|&x| x as f64).collect(),
-            Dyn::I32(t) => t.to_host(stream)?.iter().map(|&x| x as f64).collect(),
+            Dyn::Bf16(t) => to_f64(&t.to_host()?),
+            Dyn::F32(t) => t.to_host()?.iter().map(|&x| x as f64).collect(),
+            Dyn::I32(t) => t.to_host()?.iter().map(|&x| x as f64).collect(),
         })
     }
     fn arg(&self) -> TensorArg<'_> {
@@ -101,7 +101,7 @@ pub struct Setup {
 
 impl Setup {
     /// Random inputs and poisoned outputs for `kernel` at `m × n × k`, in
-    /// `choice` (or the one [`Kernel::choose`] gives), which sizes the partials.
+    /// `choice` (or the one [`coda_runtime::tune::choose`] gives), which sizes the partials.
     pub fn new(
         stream: &Stream,
         kernel: &Kernel,
@@ -112,7 +112,7 @@ impl Setup {
     ) -> Result<Setup, Error> {
         let choice = match choice {
             Some(c) => c,
-            None => kernel.choose(stream, m, n, k)?,
+            None => coda_runtime::tune::choose(kernel, stream, Problem { m, n, k })?,
         };
         let program = &Program { config: choice.config, ..program.clone() };
         let s = (3.0 / k as f64).sqrt();
@@ -166,13 +166,13 @@ impl Setup {
     /// One launch of `kernel` on these tensors.
     pub fn launch(&mut self, stream: &Stream, kernel: &Kernel, program: &Program) -> Result<(), Error> {
         let params = program.tensor_params();
-        let args: Vec<TensorArg> = self
+        let mut args: Vec<TensorArg> = self
             .tensors
             .iter_mut()
             .zip(&params)
             .map(|(t, p)| if p.output { t.arg_mut() } else { t.arg() })
             .collect();
-        kernel.launch(stream, Some(self.choice), &self.a, &self.b, &args, &self.scalars)
+        kernel.launch(stream, &self.choice, &self.a, &self.b, &mut args, &self.scalars)
     }
 
     /// Poisons the outputs, launches, and returns every output on the host.
@@ -184,12 +184,12 @@ impl Setup {
             }
         }
         self.launch(stream, kernel, program)?;
-        self.tensors.iter().zip(&params).filter(|(_, p)| p.output).map(|(t, _)| t.host(stream)).collect()
+        self.tensors.iter().zip(&params).filter(|(_, p)| p.output).map(|(t, _)| t.host()).collect()
     }
 }
 
 /// Runs `kernel` (compiled from `program`) at `m × n × k` on fresh random
-/// data, in `choice` (or the one [`Kernel::choose`] gives).
+/// data, in `choice` (or the one [`coda_runtime::tune::choose`] gives).
 pub fn verify(
     stream: &Stream,
     kernel: &Kernel,
@@ -273,34 +273,36 @@ fn t_dims(t: &Dyn) -> Vec<usize> {
 /// interpreter on sampled rows; the mean against the f64 mean of our per-row
 /// losses over all rows (the reference for all rows would need the full M × V GEMM).
 pub fn cross_entropy_case(stream: &Stream, m: usize, v: usize, k: usize, seed: u64) -> Result<Report, Error> {
-    use coda_runtime::llama::programs::linear_cross_entropy as ce;
+    use coda_llama::programs::linear_cross_entropy as ce;
     let mut rng = Rng::new(seed);
     let s = (3.0 / k as f64).sqrt() * 4.0; // logits of a few units: a peaked softmax
     let x = rng.bf16s(m * k, -1.0, 1.0);
     let w = rng.bf16s(v * k, -s, s);
     let r: Vec<f32> = (0..m).map(|_| rng.uniform(0.5, 1.5) as f32).collect();
     let targets: Vec<i32> = (0..m).map(|i| if i % 7 == 3 { -100 } else { (rng.next_u64() % v as u64) as i32 }).collect();
-    let choice = ce::KERNEL.choose(stream, m, v, k)?;
-    let program = Program { config: choice.config, ..ce::program() };
-    let (m_pad, n_tiles) = (program.m_padded(m), program.n_tiles(v));
     let (tx, tw) = (Tensor::from_host(stream, &x, &[m, k])?, Tensor::from_host(stream, &w, &[v, k])?);
     let (tr, tt) = (Tensor::from_host(stream, &r, &[m])?, Tensor::from_host(stream, &targets, &[m])?);
-    let mut partials = Tensor::<f32>::zeros(stream, &[2, n_tiles, m_pad])?;
+    let mut partials = coda_runtime::LsePartials::new();
     let mut tl = Tensor::<f32>::zeros(stream, &[m])?;
     let mut lse = Tensor::<f32>::zeros(stream, &[m])?;
     let mut loss = Tensor::<f32>::zeros(stream, &[m])?;
     let mut mean = Tensor::<f32>::zeros(stream, &[1])?;
     let mut run = || -> Result<[Vec<f32>; 5], Error> {
-        for t in [&mut partials, &mut tl, &mut lse, &mut loss, &mut mean] {
-            t.poison(stream)?;
+        for t in [&mut tl, &mut lse, &mut loss, &mut mean] {
+            t.poison()?;
         }
-        ce::launch_as(stream, Some(choice), ce::Args { a: &tx, b: &tw, r: &tr, target: &tt, lse: &mut partials, target_logit: &mut tl })?;
+        partials.poison()?;
+        ce::launch(stream, ce::Args { a: &tx, b: &tw, r: &tr, target: &tt, lse: &mut partials, target_logit: &mut tl })?;
         coda_runtime::aux::lse_from_partials(stream, &partials, &mut lse)?;
         coda_runtime::aux::cross_entropy_loss(stream, &lse, &tl, &tt, v, &mut loss, &mut mean)?;
-        Ok([partials.to_host(stream)?, tl.to_host(stream)?, lse.to_host(stream)?, loss.to_host(stream)?, mean.to_host(stream)?])
+        let p = partials.tensor().expect("written by the launch").to_host()?;
+        Ok([p, tl.to_host()?, lse.to_host()?, loss.to_host()?, mean.to_host()?])
     };
     let got = run()?;
     let again = run()?;
+    // The partials are laid out for the config the launch ran.
+    let program = Program { config: partials.producer().expect("written above").config, ..ce::program() };
+    let (m_pad, n_tiles) = (program.m_padded(m), program.n_tiles(v));
     let repeat_bitwise = got.iter().zip(&again).all(|(a, b)| a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()));
 
     let rows = sample_rows(m, 256, &mut rng);
@@ -331,35 +333,4 @@ pub fn cross_entropy_case(stream: &Stream, m: usize, v: usize, k: usize, seed: u
     let mean_f32 = valid.iter().fold(0f32, |s, &i| s + got[3][i]) / valid.len() as f32;
     checks.push(Check::new("loss mean (aux)", &[got[4][0] as f64], &[mean_f32 as f64], &[mean_ours]));
     Ok(Report { rows_checked: rows.len(), checks, repeat_bitwise })
-}
-
-/// The plain aux reductions on random partials: row sums (`s`) and column
-/// sums (`dγ`) against f64 host sums, their f32 sequential sums as yardstick.
-pub fn aux_sums_case(stream: &Stream, m: usize, n_tiles: usize, m_pad: usize, seed: u64) -> Result<Report, Error> {
-    let mut rng = Rng::new(seed);
-    let rp: Vec<f32> = (0..n_tiles * m_pad).map(|_| rng.uniform(-2.0, 2.0) as f32).collect();
-    let trp = Tensor::from_host(stream, &rp, &[n_tiles, m_pad])?;
-    let mut rows = Tensor::<f32>::zeros(stream, &[m])?;
-    rows.poison(stream)?;
-    let scale = 1.0 / 3.0;
-    coda_runtime::aux::row_sums(stream, &trp, scale as f32, &mut rows)?;
-    let want: Vec<f64> = (0..m).map(|i| (0..n_tiles).map(|t| rp[t * m_pad + i] as f64).sum::<f64>() * scale).collect();
-    let yard: Vec<f64> =
-        (0..m).map(|i| ((0..n_tiles).fold(0f32, |s, t| s + rp[t * m_pad + i]) * scale as f32) as f64).collect();
-    let got_rows: Vec<f64> = rows.to_host(stream)?.iter().map(|&v| v as f64).collect();
-
-    // Column partials: [m_tiles, n_pad] with n = m_pad − 8 columns used.
-    let (m_tiles, n_pad, n) = (n_tiles, m_pad, m_pad - 8);
-    let tcp = Tensor::from_host(stream, &rp, &[m_tiles, n_pad])?;
-    let mut cols = Tensor::<f32>::zeros(stream, &[n])?;
-    cols.poison(stream)?;
-    coda_runtime::aux::col_sums(stream, &tcp, &mut cols)?;
-    let want_c: Vec<f64> = (0..n).map(|j| (0..m_tiles).map(|t| rp[t * n_pad + j] as f64).sum()).collect();
-    let yard_c: Vec<f64> = (0..n).map(|j| (0..m_tiles).fold(0f32, |s, t| s + rp[t * n_pad + j]) as f64).collect();
-    let got_c: Vec<f64> = cols.to_host(stream)?.iter().map(|&v| v as f64).collect();
-    Ok(Report {
-        rows_checked: m,
-        checks: vec![Check::new("row_sums", &got_rows, &yard, &want), Check::new("col_sums", &got_c, &yard_c, &want_c)],
-        repeat_bitwise: true,
-    })
 }

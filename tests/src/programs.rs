@@ -94,3 +94,17 @@ pub fn swiglu(acc: Acc) -> HalfTile<bf16> {
     let y = silu(g) * u;
     y
 }
+
+/// Every program of this file (for tools: `coda inspect`, `coda tune`).
+pub fn kernels() -> [&'static coda::Kernel; 8] {
+    [
+        &gated_mix::KERNEL,
+        &two_partials::KERNEL,
+        &rowscale_rope::KERNEL,
+        &dswiglu::KERNEL,
+        &norm_weight_grad::KERNEL,
+        &rank_one_stores::KERNEL,
+        &linear::KERNEL,
+        &swiglu::KERNEL,
+    ]
+}

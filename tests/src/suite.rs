@@ -7,12 +7,13 @@
 use std::cell::RefCell;
 use std::time::Duration;
 
-use coda_runtime::blas::{Cublas, CublasLt};
+use coda_llama::blas::Cublas;
+use crate::baseline::CublasLt;
 use coda_runtime::dsl::Program;
-use coda_runtime::llama::programs::{linear_residual_rms_partial, linear_rowscale_rope, linear_rowscale_swiglu};
-use coda_runtime::llama::{HeadBackwardState, HeadGrads, HeadState, HeadWeights, head_forward, head_forward_backward};
+use coda_llama::programs::{linear_residual_rms_partial, linear_rowscale_rope, linear_rowscale_swiglu};
+use coda_llama::{HeadBackwardState, HeadGrads, HeadState, HeadWeights, head_forward, head_forward_backward};
 use coda_runtime::{Error, Kernel, Stream, Tensor, bench, bf16};
-use llama_norm::host::Rng;
+use crate::host::Rng;
 use serde::Serialize;
 
 use crate::block;
@@ -98,7 +99,7 @@ fn single_gemm(
         linear::launch(stream, linear::Args { a: &s.a, b: &s.b, y: &mut *out.borrow_mut() })
     };
     // Chosen (searched, with CODA_TUNE=search) before timing starts.
-    let plain = linear::KERNEL.choose(stream, m, n, k)?;
+    let plain = coda_runtime::tune::choose(&linear::KERNEL, stream, coda_runtime::Problem { m, n, k })?;
     let note = format!("configs: fused {}; linear {}", sets.borrow()[0].choice.describe(), plain.describe());
     let r = reps(2.0 * (m * n * k) as f64);
     let t = bench::interleaved(stream, Duration::from_secs(1), samples, r, &mut [&mut fused, &mut cublas, &mut cutlass])?;
@@ -118,7 +119,7 @@ fn single_gemm(
 fn realistic_rope(m: usize, n3: usize) -> (Vec<f32>, Vec<f32>) {
     let pos = (0..m).map(|i| (i % 4096) as f32).collect();
     let heads = n3 / 3 / 128;
-    let c = coda_runtime::llama::BlockConfig { hidden: n3 / 3, ffn: 8, heads, kv_heads: heads, head_dim: 128, eps: 1e-5, rope_theta: 10000.0 };
+    let c = coda_llama::BlockConfig { hidden: n3 / 3, ffn: 8, heads, kv_heads: heads, head_dim: 128, eps: 1e-5, rope_theta: 10000.0 };
     (pos, c.rope_freq())
 }
 
@@ -276,45 +277,6 @@ pub fn table(rows: &[Row]) -> String {
     s
 }
 
-/// A bar chart of fused / cuBLASLt per row, with the 1.00 line, as SVG.
-pub fn chart(rows: &[Row], title: &str) -> Result<String, String> {
-    use plotters::prelude::*;
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (1100, 520)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| e.to_string())?;
-        let top = rows.iter().map(Row::vs_cublas).fold(1.2f64, f64::max) * 1.1;
-        let labels: Vec<String> = rows.iter().map(|r| format!("{} {}", r.name, r.shape)).collect();
-        let mut c = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(190)
-            .y_label_area_size(60)
-            .build_cartesian_2d((0..rows.len()).into_segmented(), 0.0..top)
-            .map_err(|e| e.to_string())?;
-        c.configure_mesh()
-            .disable_x_mesh()
-            .x_labels(rows.len())
-            .x_label_style(("sans-serif", 11).into_font().transform(FontTransform::Rotate90))
-            .x_label_formatter(&|x| match x {
-                SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
-                _ => String::new(),
-            })
-            .y_desc("fused / bare cuBLASLt GEMMs")
-            .draw()
-            .map_err(|e| e.to_string())?;
-        c.draw_series(rows.iter().enumerate().map(|(i, r)| {
-            let color = if r.vs_cublas() <= 1.0 { GREEN.mix(0.8) } else { RED.mix(0.7) };
-            Rectangle::new([(SegmentValue::Exact(i), 0.0), (SegmentValue::Exact(i + 1), r.vs_cublas())], color.filled())
-        }))
-        .map_err(|e| e.to_string())?;
-        c.draw_series(LineSeries::new([(SegmentValue::Exact(0), 1.0), (SegmentValue::Exact(rows.len()), 1.0)], BLACK.stroke_width(1)))
-            .map_err(|e| e.to_string())?;
-        root.present().map_err(|e| e.to_string())?;
-    }
-    Ok(svg)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -331,13 +293,5 @@ mod tests {
         let t = table(&rows());
         assert!(t.contains("gemm_swiglu") && t.contains("1.053") && t.contains("0.976"), "{t}");
         assert!(t.lines().nth(2).is_some_and(|l| l.contains("0.900") && l.contains(" - ")), "{t}");
-    }
-
-    #[test]
-    fn chart_is_an_svg_with_one_bar_per_row() {
-        let svg = chart(&rows(), "test").unwrap();
-        assert!(svg.starts_with("<svg") && svg.contains("gemm_swiglu M=4096 N=8192 K=4096") && svg.contains("block fwd"));
-        // Bars: red above 1.00, green at or below.
-        assert!(svg.contains("#FF0000") && svg.contains("#00FF00"), "bar colours");
     }
 }

@@ -5,13 +5,11 @@
 //! 2. `rms_from_partials`: `r[m] = rsqrt(Σ_t sq[t, m] / d + eps)`;
 //! 3. `rowscale`: `y = r ⊙_row (u · W1ᵀ)`, which equals `RMSNorm(h; γ) · W1ᵀ`.
 
-pub mod host;
 pub mod programs;
 pub mod timing;
 pub mod verify;
 
-use coda_runtime::dsl::ir::Shape;
-use coda_runtime::{Error, Stream, Tensor, aux, bf16};
+use coda_runtime::{Error, RowPartials, Stream, Tensor, aux, bf16};
 
 pub use programs::{residual_rms_partial, rowscale};
 
@@ -21,9 +19,8 @@ pub struct NormLinear {
     pub h: Tensor<bf16>,
     /// `u = h ⊙ γ`, the un-scaled input of the next GEMM, `[M, d]`.
     pub u: Tensor<bf16>,
-    /// Σh² partials, `[ceil(d / tile_n), round_up(M, tile_m)]` for the tile
-    /// of the config `residual_rms_partial` runs at this shape.
-    pub sq: Tensor<f32>,
+    /// Σh² partials (laid out for the config the launch runs).
+    pub sq: RowPartials,
     /// The inverse RMS, `[M]`.
     pub r: Tensor<f32>,
     /// `y = RMSNorm(h; γ) · W1ᵀ`, `[M, f]`.
@@ -31,13 +28,12 @@ pub struct NormLinear {
 }
 
 impl NormLinear {
-    /// Buffers for `x` `[M, K]` through `Wo` `[d, K]` and `W1` `[f, d]`.
-    pub fn new(stream: &Stream, m: usize, k: usize, d: usize, f: usize) -> Result<Self, Error> {
-        let choice = residual_rms_partial::KERNEL.choose(stream, m, d, k)?;
+    /// Buffers for `M` rows through `Wo` `[d, K]` and `W1` `[f, d]`.
+    pub fn new(stream: &Stream, m: usize, d: usize, f: usize) -> Result<Self, Error> {
         Ok(NormLinear {
             h: Tensor::zeros(stream, &[m, d])?,
             u: Tensor::zeros(stream, &[m, d])?,
-            sq: Tensor::zeros(stream, &choice.dims(Shape::RowPartial, m, d))?,
+            sq: RowPartials::new(),
             r: Tensor::zeros(stream, &[m])?,
             y: Tensor::zeros(stream, &[m, f])?,
         })

@@ -1,6 +1,6 @@
 //! The main job: shows the reparameterised RMSNorm→GEMM agreeing with the
 //! standard one on the CPU (always), then, where an H100/H200 is present,
-//! runs both kernels, checks every output and times them against cuBLAS.
+//! runs both kernels, checks every output and times them against cuBLASLt.
 //!
 //! `cargo run --release -p llama-norm [-- --quick]`
 
@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use coda_runtime::Stream;
 use coda_runtime::dsl::interp::{self, Inputs, Precision};
-use llama_norm::host::{Rng, linear_rows};
+use coda_tests::host::{Rng, linear_rows};
 use llama_norm::{residual_rms_partial, rowscale, timing, verify};
 
 /// Interpreter path (epilogue → aux → epilogue) vs RMSNorm-then-GEMM, in f64.
@@ -77,7 +77,7 @@ fn main() {
         failed |= !rep.pass();
     }
     println!("\ntiming (median ms per launch, CUDA events, interleaved, rotating inputs)");
-    println!("{:>16} {:>12} {:>12} {:>10} {:>12} {:>14}", "M=N=K", "o_proj epi", "cuBLAS GEMM", "ratio", "rowscale epi", "rms aux");
+    println!("{:>16} {:>12} {:>12} {:>10} {:>12} {:>14}", "M=N=K", "o_proj epi", "cuBLASLt GEMM", "ratio", "rowscale epi", "rms aux");
     for &(m, n, k) in if quick { &[(4096, 4096, 4096)][..] } else { &[(4096, 4096, 4096), (8192, 8192, 8192)][..] } {
         match timing::time_case(&stream, m, n, k, 30, 10) {
             Ok(t) => println!(

@@ -6,17 +6,16 @@
 use std::cell::RefCell;
 use std::time::Duration;
 
-use coda_runtime::blas::CublasLt;
+use coda_tests::baseline::CublasLt;
 use coda_runtime::dsl::Program;
 use coda_runtime::{Choice, Kernel, Stream, Tensor, bench, bf16};
-use coda_runtime::llama::programs::{
+use coda_llama::programs::{
     linear_cross_entropy, linear_residual_rms_partial, linear_rowscale_rope, linear_rowscale_swiglu, rmsnorm_backward,
 };
 use coda_tests::block;
 use coda_tests::harness::Setup;
 use coda_tests::programs::*;
-use llama_norm::host::Rng;
-use llama_norm::{residual_rms_partial, rowscale};
+use coda_tests::host::Rng;
 
 /// `--programs-only`: skip the block timings (`coda bench` has them).
 fn args_skip_blocks() -> bool {
@@ -34,8 +33,6 @@ fn main() {
     };
     let blas = CublasLt::new(&stream).expect("cuBLASLt loads");
     let progs: Vec<(&str, &Kernel, Program, (usize, usize, usize))> = vec![
-        ("residual_rms_partial", &residual_rms_partial::KERNEL, residual_rms_partial::program(), (4096, 4096, 4096)),
-        ("rowscale", &rowscale::KERNEL, rowscale::program(), (4096, 4096, 4096)),
         ("gated_mix", &gated_mix::KERNEL, gated_mix::program(), (4096, 4096, 4096)),
         ("two_partials", &two_partials::KERNEL, two_partials::program(), (4096, 4096, 4096)),
         ("llama::linear_rowscale_swiglu", &linear_rowscale_swiglu::KERNEL, linear_rowscale_swiglu::program(), (4096, 4096, 4096)),
@@ -56,9 +53,9 @@ fn main() {
             ("llama rowscale_rope", &linear_rowscale_rope::KERNEL, linear_rowscale_rope::program(), (n, 3 * n, n)),
             ("llama cross_entropy", &linear_cross_entropy::KERNEL, linear_cross_entropy::program(), (n, 32768, n)),
         ] {
-            for (i, v) in kernel.variants.iter().enumerate() {
-                let choice = Choice { variant: i, config: v.config, ..Choice::own(kernel) };
-                progs.push((format!("{name} {}", v.config.name()), kernel, program.clone(), Some(choice), shape));
+            for (i, v) in kernel.variants().iter().enumerate() {
+                let choice = Choice { variant: i, config: v.config(), ..Choice::own(kernel) };
+                progs.push((format!("{name} {}", v.config().name()), kernel, program.clone(), Some(choice), shape));
             }
         }
     }

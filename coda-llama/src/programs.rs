@@ -4,7 +4,7 @@
 //! ping-pong 128×128 c1×2 (one warpgroup's epilogue hides under the other's
 //! mainloop); build.rs adds the other winners, `tuning/nvidia-h200.json` says where.
 
-use crate as coda;
+use coda_runtime as coda;
 
 #[coda::epilogue(tile = (128, 128), cluster = (1, 2), schedule = pingpong)]
 /// o_proj / down epilogue: residual add, RMSNorm weight, partial Σh² for the
@@ -162,4 +162,24 @@ pub fn cross_entropy_grad(logits: Tile<bf16>, lse: PerRow<f32>, target: PerRow<i
     let dlogits = (exp(logits - lse) - onehot(target)) * w;
     let dot = row_sum(dlogits * logits);
     (dlogits, dot)
+}
+
+/// Every program of this crate (for tools: `coda inspect`, `coda tune`).
+pub fn kernels() -> [&'static coda::Kernel; 14] {
+    [
+        &linear_residual_rms_partial::KERNEL,
+        &linear_rowscale_swiglu::KERNEL,
+        &linear_rowscale_swiglu_save::KERNEL,
+        &linear_rowscale_rope::KERNEL,
+        &linear_cross_entropy::KERNEL,
+        &rmsnorm_backward::KERNEL,
+        &rmsnorm_backward_head::KERNEL,
+        &rope_backward::KERNEL,
+        &linear_dswiglu::KERNEL,
+        &linear_cross_entropy_backward::KERNEL,
+        &rms_input::KERNEL,
+        &matmul::KERNEL,
+        &linear_cross_entropy_save::KERNEL,
+        &cross_entropy_grad::KERNEL,
+    ]
 }

@@ -14,10 +14,10 @@
 //! RoPE pairs adjacent ([`layout`] converts ordinary checkpoints).
 
 mod backward;
+pub mod blas;
 mod head;
 pub mod layout;
 pub mod programs;
-pub mod reference;
 
 pub use backward::{BACKWARD_LAUNCHES, BackwardState, BlockGrads, block_backward};
 pub use head::{
@@ -25,8 +25,7 @@ pub use head::{
     head_forward_backward, head_forward_backward_launches,
 };
 
-use crate::dsl::ir::Shape;
-use crate::{Error, Kernel, Launches, Stream, Tensor, aux, bf16};
+use coda_runtime::{Error, Launches, RowPartials, Stream, Tensor, aux, bf16};
 use programs::{linear_residual_rms_partial as residual_norm, linear_rowscale_rope as rope, linear_rowscale_swiglu_save as swiglu};
 
 /// Shapes of one block.
@@ -139,7 +138,8 @@ pub struct BlockState {
     pub x1: Tensor<bf16>,
     /// `x1 ⊙ γ1`, `[M, d]`.
     pub u1: Tensor<bf16>,
-    pub sq1: Tensor<f32>,
+    /// Σx1² partials.
+    pub sq1: RowPartials,
     /// Inverse RMS of `x1`, `[M]`.
     pub r1: Tensor<f32>,
     /// gate_up pre-activation (interleaved), `[M, 2f]`.
@@ -149,7 +149,7 @@ pub struct BlockState {
     /// Residual stream after down, the block's residual output, `[M, d]`.
     pub x2: Tensor<bf16>,
     pub u2: Tensor<bf16>,
-    pub sq2: Tensor<f32>,
+    pub sq2: RowPartials,
     pub r2: Tensor<f32>,
     /// Rotated q, k and v, `[M, (heads + 2·kv_heads) · head_dim]`.
     pub qkv: Tensor<bf16>,
@@ -157,40 +157,47 @@ pub struct BlockState {
 
 impl BlockState {
     pub fn new(stream: &Stream, c: &BlockConfig, tokens: usize) -> Result<BlockState, Error> {
+        ship_tuning()?;
         let (m, d, f) = (tokens, c.hidden, c.ffn);
         Ok(BlockState {
             tokens,
             x1: Tensor::zeros(stream, &[m, d])?,
             u1: Tensor::zeros(stream, &[m, d])?,
-            sq1: partials(stream, &residual_norm::KERNEL, Shape::RowPartial, (m, d, c.attn_width()))?,
+            sq1: RowPartials::new(),
             r1: Tensor::zeros(stream, &[m])?,
             z1: Tensor::zeros(stream, &[m, 2 * f])?,
             y1: Tensor::zeros(stream, &[m, f])?,
             x2: Tensor::zeros(stream, &[m, d])?,
             u2: Tensor::zeros(stream, &[m, d])?,
-            sq2: partials(stream, &residual_norm::KERNEL, Shape::RowPartial, (m, d, f))?,
+            sq2: RowPartials::new(),
             r2: Tensor::zeros(stream, &[m])?,
             qkv: Tensor::zeros(stream, &[m, c.qkv_width()])?,
         })
     }
 
     /// Every tensor, for poisoning before a checked run.
-    pub fn poison(&mut self, stream: &Stream) -> Result<(), Error> {
+    pub fn poison(&mut self) -> Result<(), Error> {
         for t in [&mut self.x1, &mut self.u1, &mut self.z1, &mut self.y1, &mut self.x2, &mut self.u2, &mut self.qkv] {
-            t.poison(stream)?;
+            t.poison()?;
         }
-        for t in [&mut self.sq1, &mut self.r1, &mut self.sq2, &mut self.r2] {
-            t.poison(stream)?;
+        for t in [&mut self.r1, &mut self.r2] {
+            t.poison()?;
         }
-        Ok(())
+        self.sq1.poison()?;
+        self.sq2.poison()
     }
 }
 
-/// A zeroed f32 buffer for `kernel`'s `shape` output (partials) at GEMM
-/// shape `(m, n, k)`, sized for the config its launches at that shape use.
-fn partials(stream: &Stream, kernel: &Kernel, shape: Shape, (m, n, k): (usize, usize, usize)) -> Result<Tensor<f32>, Error> {
-    Tensor::zeros(stream, &kernel.choose(stream, m, n, k)?.dims(shape, m, n))
+/// Registers the timed searches shipped for this crate's programs on an H200
+/// (`tuning/nvidia-h200.json`, bench/NOTES.md) with the tuner; entries count
+/// only where this build compiled the same source. The ops' states call it;
+/// call it yourself before launching [`programs`] directly.
+pub fn ship_tuning() -> Result<(), Error> {
+    coda_runtime::tune::ship(SHIPPED_TUNING)
 }
+
+/// The shipped searches, as the tuning cache file holds them.
+pub const SHIPPED_TUNING: &str = include_str!("../tuning/nvidia-h200.json");
 
 /// Launches per forward: four fused GEMMs and two aux reductions.
 pub const FORWARD_LAUNCHES: Launches = Launches { fused: 4, aux: 2, blas: 0 };
@@ -229,4 +236,26 @@ pub fn block_forward(
     )?;
     aux::rms_from_partials(stream, &s.sq2, c.hidden, c.eps, &mut s.r2)?;
     rope::launch(stream, rope::Args { a: &s.u2, b: &w.w_qkv, r: &s.r2, pos, freq: &w.rope_freq, y: &mut s.qkv })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The shipped searches name this crate's programs on an H200, and all but
+    /// the two whose config this build leaves out carry the source key of a
+    /// config it compiles, so they apply.
+    #[test]
+    fn shipped_tuning_applies_to_this_build() {
+        let entries: Vec<coda_runtime::tune::Entry> = serde_json::from_str(SHIPPED_TUNING).unwrap();
+        assert!(entries.iter().all(|e| e.gpu == "NVIDIA H200" && e.program.starts_with("coda-llama::")));
+        let compiled = |e: &coda_runtime::tune::Entry| {
+            programs::kernels().iter().any(|k| {
+                k.name() == e.program && k.variants().iter().any(|v| v.config().name() == e.config && v.key() == e.key)
+            })
+        };
+        assert_eq!((entries.len(), entries.iter().filter(|e| compiled(e)).count()), (72, 70));
+        ship_tuning().unwrap();
+        ship_tuning().unwrap();
+    }
 }

@@ -1,11 +1,10 @@
-//! Plain GEMMs through cuBLAS and cuBLASLt (loaded at run time): the weight
-//! gradients `dW = dyᵀ · x`, and the bare-GEMM baselines timed beside our kernels.
+//! Plain GEMMs through cuBLAS (loaded at run time): the weight gradients
+//! `dW = dyᵀ · x` of the block's backward and the LM head.
 
 use cudarc::cublas::CudaBlas;
-use cudarc::cublaslt::{CudaBlasLT, Matmul, MatmulConfig};
 use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType};
 
-use crate::{AnyTensor, Element, Error, Stream, Tensor, TensorMut, TensorRef, bf16};
+use coda_runtime::{AnyTensor, Element, Error, LaunchKind, Stream, TensorMut, TensorRef, bf16};
 
 /// A cuBLAS handle bound to one stream.
 pub struct Cublas {
@@ -14,7 +13,7 @@ pub struct Cublas {
 
 /// How an operand is stored, row-major, relative to the product it enters.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Stored {
+pub enum Stored {
     /// As used: `A` `[M, K]`, `B` `[K, N]`.
     Plain,
     /// Transposed: `A` `[K, M]`, `B` `[N, K]` (e.g. a `Linear` weight).
@@ -38,7 +37,7 @@ fn fits_i32(name: &str, dims: &[usize]) -> Result<(), Error> {
 
 /// The shapes of `op(a) · op(b)` into `c`: `(M, N, K)`, after the rules
 /// (rank 2, matching K, `c` `[M, N]`, 32-bit dims, tensors of `stream`).
-fn check_gemm(
+pub fn check_gemm(
     stream: &Stream,
     (an, a, sa): (&str, &dyn AnyTensor, Stored),
     (bn, b, sb): (&str, &dyn AnyTensor, Stored),
@@ -68,9 +67,10 @@ impl Cublas {
     pub fn new(stream: &Stream) -> Result<Cublas, Error> {
         // SAFETY: only probes whether libcublas can be loaded.
         if !unsafe { cudarc::cublas::sys::is_culib_present() } {
-            return Err(Error::NoDevice("libcublas is not on the library path".into()));
+            return Err(Error::Library { library: "cuBLAS", message: "libcublas is not on the library path".into() });
         }
-        let blas = CudaBlas::new(stream.cuda().clone()).map_err(|e| Error::NoDevice(format!("cuBLAS: {e:?}")))?;
+        let blas = CudaBlas::new(stream.cuda().clone())
+            .map_err(|e| Error::Library { library: "cuBLAS", message: format!("creating a handle: {e:?}") })?;
         Ok(Cublas { blas })
     }
 
@@ -106,19 +106,20 @@ impl Cublas {
         c: &mut dyn TensorMut<T>,
         accumulate: bool,
     ) -> Result<(), Error> {
-        let (m, n, k) = check_gemm(stream, (an, a, sa), (bn, b, sb), &*c)?;
+        let (m, n, k) = check_gemm(stream, (an, a, sa), (bn, b, sb), c.as_any())?;
         let (ac, bc) = (a.dims()[1], b.dims()[1]);
         let c_type = match T::DTYPE {
-            crate::dsl::ir::DType::Bf16 => cudaDataType::CUDA_R_16BF,
-            crate::dsl::ir::DType::F32 => cudaDataType::CUDA_R_32F,
-            crate::dsl::ir::DType::I32 => return Err(Error::arg("out", "must be bf16 or f32")),
+            coda_runtime::dsl::ir::DType::Bf16 => cudaDataType::CUDA_R_16BF,
+            coda_runtime::dsl::ir::DType::F32 => cudaDataType::CUDA_R_32F,
+            coda_runtime::dsl::ir::DType::I32 => return Err(Error::arg("out", "must be bf16 or f32")),
         };
         // Row-major C[M, N] is column-major Cᵀ[N, M] = op(B)ᵀ · op(A)ᵀ: cuBLAS
         // sees B first; a row-major operand stored as used is its own column-major transpose.
         let op = |s: Stored| if s == Stored::Plain { cublasOperation_t::CUBLAS_OP_N } else { cublasOperation_t::CUBLAS_OP_T };
         let (alpha, beta) = (1.0f32, if accumulate { 1.0f32 } else { 0.0 });
         stream.cuda().context().bind_to_thread()?;
-        stream.count(crate::stream::LaunchKind::Blas);
+        stream.count(LaunchKind::Blas);
+        let ((pa, _ra), (pb, _rb), (pc, _wc)) = (a.read_ptr(stream), b.read_ptr(stream), c.write_ptr(stream));
         // SAFETY: the shapes checked above bound every access; all three live on the handle's stream.
         unsafe {
             cudarc::cublas::result::gemm_ex(
@@ -129,82 +130,20 @@ impl Cublas {
                 m as i32,
                 k as i32,
                 &alpha as *const f32 as *const _,
-                b.address(stream) as *const _,
+                pb as *const _,
                 cudaDataType::CUDA_R_16BF,
                 bc as i32,
-                a.address(stream) as *const _,
+                pa as *const _,
                 cudaDataType::CUDA_R_16BF,
                 ac as i32,
                 &beta as *const f32 as *const _,
-                c.address(stream) as *mut _,
+                pc as *mut _,
                 c_type,
                 n as i32,
                 cublasComputeType_t::CUBLAS_COMPUTE_32F,
                 cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
             )
         }
-        .map_err(|e| Error::NoDevice(format!("cuBLAS gemm: {e:?}")))
-    }
-}
-
-/// A cuBLASLt handle on one stream, with its 32 MiB workspace: the bare
-/// GEMMs our fused ops are measured against (the path PyTorch's `F.linear`
-/// takes on Hopper), algorithm from cuBLASLt's heuristic.
-pub struct CublasLt {
-    lt: CudaBlasLT,
-}
-
-impl CublasLt {
-    pub fn new(stream: &Stream) -> Result<CublasLt, Error> {
-        // SAFETY: only probes whether libcublasLt can be loaded.
-        if !unsafe { cudarc::cublaslt::sys::is_culib_present() } {
-            return Err(Error::NoDevice("libcublasLt is not on the library path".into()));
-        }
-        let lt = CudaBlasLT::new(stream.cuda().clone()).map_err(|e| Error::NoDevice(format!("cuBLASLt: {e:?}")))?;
-        Ok(CublasLt { lt })
-    }
-
-    /// `y[M, N] = x[M, K] · w[N, K]ᵀ` (a `Linear` forward), bf16 out.
-    pub fn linear(&self, stream: &Stream, x: &Tensor<bf16>, w: &Tensor<bf16>, y: &mut Tensor<bf16>) -> Result<(), Error> {
-        self.gemm(stream, ("x", x, Stored::Plain), ("w", w, Stored::Transposed), y)
-    }
-
-    /// `c[M, N] = a[M, K] · b[K, N]` (an input gradient `dy · W`), bf16 out.
-    pub fn matmul(&self, stream: &Stream, a: &Tensor<bf16>, b: &Tensor<bf16>, c: &mut Tensor<bf16>) -> Result<(), Error> {
-        self.gemm(stream, ("a", a, Stored::Plain), ("b", b, Stored::Plain), c)
-    }
-
-    fn gemm(
-        &self,
-        stream: &Stream,
-        (an, a, sa): (&str, &Tensor<bf16>, Stored),
-        (bn, b, sb): (&str, &Tensor<bf16>, Stored),
-        c: &mut Tensor<bf16>,
-    ) -> Result<(), Error> {
-        let (m, n, k) = check_gemm(stream, (an, a, sa), (bn, b, sb), &*c)?;
-        // Column-major as in `Cublas::gemm`: Cᵀ[N, M] = op(B)ᵀ · op(A)ᵀ.
-        let cfg = MatmulConfig {
-            transa: sb == Stored::Transposed,
-            transb: sa == Stored::Transposed,
-            transc: false,
-            m: n as u64,
-            n: m as u64,
-            k: k as u64,
-            alpha: 1.0,
-            lda: b.shape()[1] as i64,
-            ldb: a.shape()[1] as i64,
-            beta: 0.0,
-            ldc: n as i64,
-            stride_a: None,
-            stride_b: None,
-            stride_c: None,
-            stride_bias: None,
-            batch_size: None,
-        };
-        stream.cuda().context().bind_to_thread()?;
-        stream.count(crate::stream::LaunchKind::Blas);
-        // SAFETY: the shapes checked above bound every access; all three live on the handle's stream.
-        unsafe { self.lt.matmul(cfg, b.slice(), a.slice(), c.slice_mut(), None, None) }
-            .map_err(|e| Error::NoDevice(format!("cuBLASLt matmul: {e:?}")))
+        .map_err(|e| Error::Library { library: "cuBLAS", message: format!("gemm: {e:?}") })
     }
 }

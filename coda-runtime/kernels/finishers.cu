@@ -38,14 +38,14 @@ __global__ void row_sum_finish(const float* __restrict__ partials, int64_t m, in
   out[row] = sum * scale;
 }
 
-// out[n] = Σ_t partials[t * n_pad + n]
+// out[n] = Σ_t partials[t * n_pad + n], or out[n] += that (accumulating row chunks).
 __global__ void col_sum_finish(const float* __restrict__ partials, int64_t n, int64_t n_pad, int64_t m_tiles,
-                               float* __restrict__ out) {
+                               int accumulate, float* __restrict__ out) {
   int64_t col = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (col >= n) return;
   float sum = 0.0f;
   for (int64_t t = 0; t < m_tiles; ++t) sum += partials[t * n_pad + col];
-  out[col] = sum;
+  out[col] = accumulate ? out[col] + sum : sum;
 }
 
 // lse[m] = max_t + log Σ_t s_t · exp(max_t − max) over [2, n_tiles, m_pad] partials.
@@ -126,10 +126,11 @@ extern "C" int coda_row_sum_finish(const float* partials, int64_t m, int64_t m_p
   return int(cudaGetLastError());
 }
 
-extern "C" int coda_col_sum_finish(const float* partials, int64_t n, int64_t n_pad, int64_t m_tiles, float* out,
-                                   void* stream) {
+extern "C" int coda_col_sum_finish(const float* partials, int64_t n, int64_t n_pad, int64_t m_tiles, int accumulate,
+                                   float* out, void* stream) {
   if (stream == nullptr) return int(cudaErrorInvalidResourceHandle);
-  col_sum_finish<<<blocks_for(n, 256), 256, 0, static_cast<cudaStream_t>(stream)>>>(partials, n, n_pad, m_tiles, out);
+  col_sum_finish<<<blocks_for(n, 256), 256, 0, static_cast<cudaStream_t>(stream)>>>(partials, n, n_pad, m_tiles,
+                                                                                     accumulate, out);
   return int(cudaGetLastError());
 }
 

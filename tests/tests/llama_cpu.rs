@@ -6,13 +6,13 @@ use std::collections::HashMap;
 
 use coda_runtime::bf16;
 use coda_runtime::dsl::interp::{self, Inputs, Precision};
-use coda_runtime::llama::layout::{interleave_gate_up, qkv_from_checkpoint, rope_pairs_adjacent, rope_pairs_half, split_gate_up};
-use coda_runtime::llama::programs::{
+use coda_llama::layout::{interleave_gate_up, qkv_from_checkpoint, rope_pairs_adjacent, rope_pairs_half, split_gate_up};
+use coda_llama::programs::{
     cross_entropy_grad, linear_cross_entropy, linear_cross_entropy_backward, linear_cross_entropy_save, linear_dswiglu, linear_residual_rms_partial, linear_rowscale_rope,
     linear_rowscale_swiglu_save, matmul, rms_input, rmsnorm_backward, rmsnorm_backward_head, rope_backward,
 };
-use coda_runtime::llama::reference::{Path, backward_rows, forward_rows, head_rows};
-use coda_runtime::llama::{BlockConfig, HostWeights};
+use coda_tests::reference::{Path, backward_rows, forward_rows, head_rows};
+use coda_llama::{BlockConfig, HostWeights};
 
 fn values(n: usize, seed: u64, scale: f64) -> Vec<f64> {
     let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;

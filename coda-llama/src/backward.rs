@@ -19,11 +19,9 @@
 use super::programs::{
     linear_dswiglu as dswiglu, matmul, rmsnorm_backward as norm_backward, rope_backward,
 };
-use super::{BlockConfig, BlockState, BlockWeights, partials};
-use crate::{Choice, MAP_K};
-use crate::dsl::ir::Shape;
+use super::{BlockConfig, BlockState, BlockWeights};
 use crate::blas::Cublas;
-use crate::{Error, Launches, Stream, Tensor, aux, bf16};
+use coda_runtime::{Choice, ColPartials, Error, Launches, Problem, RowPartials, Stream, Tensor, aux, bf16, tune};
 
 /// Launches per backward.
 pub const BACKWARD_LAUNCHES: Launches = Launches { fused: 5, aux: 4, blas: 4 };
@@ -49,48 +47,43 @@ pub struct BackwardState {
     pub tokens: usize,
     /// Gradient of the pre-RoPE qkv, `[M, qkv_width]`.
     pub dz2: Tensor<bf16>,
-    pub s2_partials: Tensor<f32>,
+    pub s2_partials: RowPartials,
     pub s2: Tensor<f32>,
     /// Gradient of the residual stream `x2` (after the second norm's backward), `[M, d]`.
     pub dh2: Tensor<bf16>,
-    /// `dγ2` partials, one row per M-tile of [`BackwardState::dgamma_tile_m`] rows.
-    pub dgamma2_partials: Tensor<f32>,
+    /// `dγ2` partials.
+    pub dgamma2_partials: ColPartials,
     /// `x̂2 ⊙ γ2`, the qkv GEMM's input, `[M, d]`.
     pub xg2: Tensor<bf16>,
     /// Gradient of the gate_up pre-activation, interleaved, `[M, 2f]`.
     pub dz1: Tensor<bf16>,
-    pub s1_partials: Tensor<f32>,
+    pub s1_partials: RowPartials,
     pub s1: Tensor<f32>,
-    pub dgamma1_partials: Tensor<f32>,
+    pub dgamma1_partials: ColPartials,
     /// `x̂1 ⊙ γ1`, the gate_up GEMM's input, `[M, d]`.
     pub xg1: Tensor<bf16>,
-    /// Both norm backwards run the config chosen for the larger one (`dz1 · W_gate_up`),
-    /// so the two `dγ` partials share one layout.
+    /// Both norm backwards run the config chosen for the larger one (`dz1 · W_gate_up`).
     norm_choice: Choice,
     blas: Cublas,
 }
 
 impl BackwardState {
-    /// Rows per M-tile of the `dγ2` and `dγ1` partials.
-    pub fn dgamma_tile_m(&self) -> usize {
-        self.norm_choice.config.tile_m
-    }
-
     pub fn new(stream: &Stream, c: &BlockConfig, tokens: usize) -> Result<BackwardState, Error> {
-        let (m, d, f, q) = (tokens, c.hidden, c.ffn, c.qkv_width());
-        let norm_choice = norm_backward::KERNEL.choose(stream, m, d, 2 * f)?;
+        super::ship_tuning()?;
+        let (m, d, f) = (tokens, c.hidden, c.ffn);
+        let norm_choice = tune::choose(&norm_backward::KERNEL, stream, Problem { m, n: d, k: 2 * f })?;
         Ok(BackwardState {
             tokens,
             dz2: Tensor::zeros(stream, &[m, c.qkv_width()])?,
-            s2_partials: partials(stream, &rope_backward::KERNEL, Shape::RowPartial, (m, q, MAP_K))?,
+            s2_partials: RowPartials::new(),
             s2: Tensor::zeros(stream, &[m])?,
             dh2: Tensor::zeros(stream, &[m, d])?,
-            dgamma2_partials: Tensor::zeros(stream, &norm_choice.dims(Shape::ColPartial, m, d))?,
+            dgamma2_partials: ColPartials::new(),
             xg2: Tensor::zeros(stream, &[m, d])?,
             dz1: Tensor::zeros(stream, &[m, 2 * f])?,
-            s1_partials: partials(stream, &dswiglu::KERNEL, Shape::RowPartial, (m, f, d))?,
+            s1_partials: RowPartials::new(),
             s1: Tensor::zeros(stream, &[m])?,
-            dgamma1_partials: Tensor::zeros(stream, &norm_choice.dims(Shape::ColPartial, m, d))?,
+            dgamma1_partials: ColPartials::new(),
             xg1: Tensor::zeros(stream, &[m, d])?,
             norm_choice,
             blas: Cublas::new(stream)?,
@@ -98,14 +91,17 @@ impl BackwardState {
     }
 
     /// Every tensor, for poisoning before a checked run.
-    pub fn poison(&mut self, stream: &Stream) -> Result<(), Error> {
+    pub fn poison(&mut self) -> Result<(), Error> {
         for t in [&mut self.dz2, &mut self.dh2, &mut self.xg2, &mut self.dz1, &mut self.xg1] {
-            t.poison(stream)?;
+            t.poison()?;
         }
-        for t in [&mut self.s2_partials, &mut self.s2, &mut self.dgamma2_partials, &mut self.s1_partials, &mut self.s1] {
-            t.poison(stream)?;
+        for t in [&mut self.s2, &mut self.s1] {
+            t.poison()?;
         }
-        self.dgamma1_partials.poison(stream)
+        self.s2_partials.poison()?;
+        self.s1_partials.poison()?;
+        self.dgamma2_partials.poison()?;
+        self.dgamma1_partials.poison()
     }
 }
 
@@ -124,11 +120,11 @@ impl BlockGrads {
         })
     }
 
-    pub fn poison(&mut self, stream: &Stream) -> Result<(), Error> {
-        self.dattn.poison(stream)?;
-        self.dx0.poison(stream)?;
+    pub fn poison(&mut self) -> Result<(), Error> {
+        self.dattn.poison()?;
+        self.dx0.poison()?;
         for t in [&mut self.dwo, &mut self.dgamma1, &mut self.dw_gate_up, &mut self.dw_down, &mut self.dgamma2, &mut self.dw_qkv] {
-            t.poison(stream)?;
+            t.poison()?;
         }
         Ok(())
     }
@@ -166,7 +162,7 @@ pub fn block_backward(
     aux::row_sums(stream, &bs.s2_partials, inv_d, &mut bs.s2)?;
     norm_backward::launch_as(
         stream,
-        Some(bs.norm_choice),
+        &bs.norm_choice,
         norm_backward::Args {
             a: &bs.dz2,
             b: &w.w_qkv,
@@ -189,7 +185,7 @@ pub fn block_backward(
 
     norm_backward::launch_as(
         stream,
-        Some(bs.norm_choice),
+        &bs.norm_choice,
         norm_backward::Args {
             a: &bs.dz1,
             b: &w.w_gate_up,

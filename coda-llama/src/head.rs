@@ -23,21 +23,19 @@ use super::programs::{
     linear_cross_entropy_save as ce_save, rms_input, rmsnorm_backward_head as norm_backward,
 };
 use crate::blas::Cublas;
-use super::partials;
-use crate::dsl::ir::Shape;
-use crate::{Choice, Error, Launches, MAP_K, Stream, Tensor, aux, bf16};
+use coda_runtime::{ColPartials, Error, Launches, LsePartials, RowPartials, Stream, Tensor, aux, bf16};
 
 /// Launches of [`head_forward`].
 pub const HEAD_FORWARD_LAUNCHES: Launches = Launches { fused: 2, aux: 3, blas: 0 };
 
 /// Launches of [`head_backward`] with `chunks` row chunks.
 pub fn head_backward_launches(chunks: usize) -> Launches {
-    Launches { fused: 2 * chunks, aux: 2 + chunks, blas: chunks }
+    Launches { fused: 2 * chunks, aux: 1 + 2 * chunks, blas: chunks }
 }
 
 /// Launches of [`head_forward_backward`] with `chunks` row chunks.
 pub fn head_forward_backward_launches(chunks: usize) -> Launches {
-    Launches { fused: 1 + 3 * chunks, aux: 4 + 2 * chunks, blas: chunks }
+    Launches { fused: 1 + 3 * chunks, aux: 3 + 3 * chunks, blas: chunks }
 }
 
 /// The final norm's weight and the LM head `[V, d]` (a `Linear` weight).
@@ -71,9 +69,9 @@ pub struct HeadState {
     pub tokens: usize,
     /// `x ⊙ γ`, the head GEMM's input, `[M, d]`.
     pub u: Tensor<bf16>,
-    sq_partials: Tensor<f32>,
+    sq_partials: RowPartials,
     pub r: Tensor<f32>,
-    lse_partials: Tensor<f32>,
+    lse_partials: LsePartials,
     pub lse: Tensor<f32>,
     pub target_logit: Tensor<f32>,
     /// Per-row loss, 0 for ignored rows, `[M]`.
@@ -84,13 +82,17 @@ pub struct HeadState {
 
 impl HeadState {
     pub fn new(stream: &Stream, h: &HeadWeights, tokens: usize) -> Result<HeadState, Error> {
-        let (m, d, v) = (tokens, h.hidden(), h.vocab());
+        super::ship_tuning()?;
+        if tokens == 0 {
+            return Err(Error::arg("tokens", "must be ≥ 1"));
+        }
+        let (m, d) = (tokens, h.hidden());
         Ok(HeadState {
             tokens,
             u: Tensor::zeros(stream, &[m, d])?,
-            sq_partials: partials(stream, &rms_input::KERNEL, Shape::RowPartial, (m, d, MAP_K))?,
+            sq_partials: RowPartials::new(),
             r: Tensor::zeros(stream, &[m])?,
-            lse_partials: partials(stream, &ce_forward::KERNEL, Shape::LsePartial, (m, v, d))?,
+            lse_partials: LsePartials::new(),
             lse: Tensor::zeros(stream, &[m])?,
             target_logit: Tensor::zeros(stream, &[m])?,
             loss: Tensor::zeros(stream, &[m])?,
@@ -98,12 +100,13 @@ impl HeadState {
         })
     }
 
-    pub fn poison(&mut self, stream: &Stream) -> Result<(), Error> {
-        self.u.poison(stream)?;
-        for t in [&mut self.sq_partials, &mut self.r, &mut self.lse_partials, &mut self.lse, &mut self.target_logit, &mut self.loss, &mut self.mean] {
-            t.poison(stream)?;
+    pub fn poison(&mut self) -> Result<(), Error> {
+        self.u.poison()?;
+        for t in [&mut self.r, &mut self.lse, &mut self.target_logit, &mut self.loss, &mut self.mean] {
+            t.poison()?;
         }
-        Ok(())
+        self.sq_partials.poison()?;
+        self.lse_partials.poison()
     }
 }
 
@@ -153,10 +156,10 @@ impl HeadGrads {
         })
     }
 
-    pub fn poison(&mut self, stream: &Stream) -> Result<(), Error> {
-        self.dx.poison(stream)?;
-        self.dgamma.poison(stream)?;
-        self.dw.poison(stream)
+    pub fn poison(&mut self) -> Result<(), Error> {
+        self.dx.poison()?;
+        self.dgamma.poison()?;
+        self.dw.poison()
     }
 }
 
@@ -165,27 +168,30 @@ struct Chunk {
     rows: usize,
     /// The logits, kept by [`head_forward_backward`].
     logits: Tensor<bf16>,
-    lse_partials: Tensor<f32>,
+    lse_partials: LsePartials,
     dlogits: Tensor<bf16>,
     /// `Σ dlogits ⊙ logits` partials of `linear_cross_entropy_backward` and of
-    /// `cross_entropy_grad`: each its own, since their configs (so tiles) may differ.
-    s_partials: Tensor<f32>,
-    grad_s_partials: Tensor<f32>,
+    /// `cross_entropy_grad`: one per producing program.
+    s_partials: RowPartials,
+    grad_s_partials: RowPartials,
     s: Tensor<f32>,
+    /// The chunk's `dγ` partials, summed into the gradient after each chunk.
+    dgamma_partials: ColPartials,
     xg: Tensor<bf16>,
 }
 
 impl Chunk {
     fn new(stream: &Stream, h: &HeadWeights, rows: usize) -> Result<Chunk, Error> {
-        let (v, d) = (h.vocab(), h.hidden());
+        let v = h.vocab();
         Ok(Chunk {
             rows,
             logits: Tensor::zeros(stream, &[rows, v])?,
-            lse_partials: partials(stream, &ce_save::KERNEL, Shape::LsePartial, (rows, v, d))?,
+            lse_partials: LsePartials::new(),
             dlogits: Tensor::zeros(stream, &[rows, v])?,
-            s_partials: partials(stream, &ce_backward::KERNEL, Shape::RowPartial, (rows, v, d))?,
-            grad_s_partials: partials(stream, &ce_grad::KERNEL, Shape::RowPartial, (rows, v, MAP_K))?,
+            s_partials: RowPartials::new(),
+            grad_s_partials: RowPartials::new(),
             s: Tensor::zeros(stream, &[rows])?,
+            dgamma_partials: ColPartials::new(),
             xg: Tensor::zeros(stream, &[rows, h.hidden()])?,
         })
     }
@@ -195,19 +201,23 @@ impl Chunk {
         if rows == full.rows { full } else { last.as_mut().expect("allocated for the short chunk") }
     }
 
+    /// Device bytes, the partials as allocated by the launches so far.
     fn bytes(&self) -> usize {
-        2 * (self.logits.len() + self.dlogits.len() + self.xg.len()) + 4 * (self.lse_partials.len() + self.s_partials.len() + self.grad_s_partials.len() + self.s.len())
+        let allocated = |t: Option<&Tensor<f32>>| t.map_or(0, Tensor::len);
+        let partials = allocated(self.lse_partials.tensor())
+            + allocated(self.s_partials.tensor())
+            + allocated(self.grad_s_partials.tensor())
+            + allocated(self.dgamma_partials.tensor());
+        2 * (self.logits.len() + self.dlogits.len() + self.xg.len()) + 4 * (partials + self.s.len())
     }
 }
 
-/// The backward's buffers: per-row loss weights, the `dγ` partials and the
-/// buffers of one chunk (and of the shorter last chunk, if any).
+/// The backward's buffers: per-row loss weights and the buffers of one
+/// chunk (and of the shorter last chunk, if any).
 pub struct HeadBackwardState {
     pub tokens: usize,
     pub chunk_rows: usize,
     row_weights: Tensor<f32>,
-    dgamma_partials: Tensor<f32>,
-    dgamma_choice: Choice,
     full: Chunk,
     last: Option<Chunk>,
     blas: Cublas,
@@ -217,20 +227,19 @@ impl HeadBackwardState {
     /// Buffers for `tokens` rows in chunks of `chunk_rows` (a multiple of 256):
     /// two `chunk_rows × V` bf16 buffers (logits and their gradient) per chunk shape.
     pub fn new(stream: &Stream, h: &HeadWeights, tokens: usize, chunk_rows: usize) -> Result<HeadBackwardState, Error> {
+        super::ship_tuning()?;
+        if tokens == 0 {
+            return Err(Error::arg("tokens", "must be ≥ 1"));
+        }
         if chunk_rows == 0 || chunk_rows % 256 != 0 {
             return Err(Error::arg("chunk_rows", format!("{chunk_rows} must be a positive multiple of 256")));
         }
         let chunk_rows = chunk_rows.min(tokens.div_ceil(256) * 256);
-        // Every chunk's norm backward writes its M-tiles' rows of one `dγ`
-        // partials buffer, so all chunks run the full chunk's config.
-        let dgamma_choice = norm_backward::KERNEL.choose(stream, chunk_rows.min(tokens), h.hidden(), h.vocab())?;
         let rest = tokens % chunk_rows;
         Ok(HeadBackwardState {
             tokens,
             chunk_rows,
             row_weights: Tensor::zeros(stream, &[tokens])?,
-            dgamma_partials: Tensor::zeros(stream, &dgamma_choice.dims(Shape::ColPartial, tokens, h.hidden()))?,
-            dgamma_choice,
             full: Chunk::new(stream, h, chunk_rows.min(tokens))?,
             last: if rest > 0 && tokens > chunk_rows { Some(Chunk::new(stream, h, rest)?) } else { None },
             blas: Cublas::new(stream)?,
@@ -287,7 +296,7 @@ pub fn head_backward(
         aux::row_sums(stream, &c.s_partials, 1.0 / h.hidden() as f32, &mut c.s)?;
         input_and_weight_grads(stream, h, x, fwd, bs, rows, i == 0, g)?;
     }
-    aux::col_sums(stream, &bs.dgamma_partials, &mut g.dgamma)
+    Ok(())
 }
 
 /// Forward and backward of the tail for the mean loss in one pass over row
@@ -337,12 +346,11 @@ pub fn head_forward_backward(
         aux::row_sums(stream, &c.grad_s_partials, 1.0 / h.hidden() as f32, &mut c.s)?;
         input_and_weight_grads(stream, h, x, fs, bs, rows, i == 0, g)?;
     }
-    aux::cross_entropy_loss(stream, &fs.lse, &fs.target_logit, targets, h.vocab(), &mut fs.loss, &mut fs.mean)?;
-    aux::col_sums(stream, &bs.dgamma_partials, &mut g.dgamma)
+    aux::cross_entropy_loss(stream, &fs.lse, &fs.target_logit, targets, h.vocab(), &mut fs.loss, &mut fs.mean)
 }
 
 /// With a chunk's `dlogits` and `s` written: `dx` and the `dγ` partials of its rows (the norm's backward in the epilogue of
-/// `dlogits · W`), and `dW (+)= dlogitsᵀ · (x̂ ⊙ γ)`.
+/// `dlogits · W`), summed into `dγ`, and `dW (+)= dlogitsᵀ · (x̂ ⊙ γ)`.
 #[allow(clippy::too_many_arguments)]
 fn input_and_weight_grads(
     stream: &Stream,
@@ -354,13 +362,10 @@ fn input_and_weight_grads(
     first: bool,
     g: &mut HeadGrads,
 ) -> Result<(), Error> {
-    let tm = bs.dgamma_choice.config.tile_m;
-    let (r0, r1) = (rows.start, rows.end);
-    let HeadBackwardState { dgamma_partials, dgamma_choice, blas, full, last, .. } = bs;
+    let HeadBackwardState { blas, full, last, .. } = bs;
     let c = Chunk::pick(full, last, rows.len());
-    norm_backward::launch_as(
+    norm_backward::launch(
         stream,
-        Some(*dgamma_choice),
         norm_backward::Args {
             a: &c.dlogits,
             b: &h.w,
@@ -369,9 +374,14 @@ fn input_and_weight_grads(
             s: &c.s,
             gamma: &h.gamma,
             dx: &mut g.dx.rows_mut(rows)?,
-            dgamma: &mut dgamma_partials.rows_mut(r0 / tm..r1.div_ceil(tm))?,
+            dgamma: &mut c.dgamma_partials,
             xg: &mut c.xg,
         },
     )?;
+    if first {
+        aux::col_sums(stream, &c.dgamma_partials, &mut g.dgamma)?;
+    } else {
+        aux::col_sums_add(stream, &c.dgamma_partials, &mut g.dgamma)?;
+    }
     blas.weight_grad(stream, &c.dlogits, &c.xg, &mut g.dw, !first)
 }

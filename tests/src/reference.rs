@@ -3,10 +3,10 @@
 //! PyTorch block does: the error yardstick). Rows are independent, so a check
 //! can compute just the rows it samples.
 
-use crate::bf16;
-use crate::dsl::interp::round_bf16;
+use coda_runtime::bf16;
+use coda_runtime::dsl::interp::round_bf16;
 
-use super::{BlockConfig, HostWeights};
+use coda_llama::{BlockConfig, HostWeights};
 
 /// The forward's tensors for the listed rows, each `[rows, width]` row-major.
 #[derive(Clone, Debug, Default)]

@@ -1,0 +1,53 @@
+//! `coda doctor`: what CODA needs on this machine, found or not, with the fix.
+
+use coda_runtime::Stream;
+
+/// One check: what was looked for, what was found, and the fix if it failed.
+fn report(what: &str, found: Result<String, String>) -> bool {
+    match found {
+        Ok(s) => {
+            println!("ok    {what}: {s}");
+            true
+        }
+        Err(fix) => {
+            println!("FAIL  {what}: {fix}");
+            false
+        }
+    }
+}
+
+pub fn run() -> Result<(), String> {
+    let mut ok = true;
+    // SAFETY: only probes whether the library can be loaded.
+    let driver = unsafe { cudarc::driver::sys::is_culib_present() };
+    ok &= report(
+        "CUDA driver (libcuda.so)",
+        if driver { Ok("loadable".into()) } else { Err("not found: install the NVIDIA driver (R580 or newer for CUDA 13)".into()) },
+    );
+    if driver {
+        ok &= report(
+            "GPU 0",
+            Stream::new(0).map(|s| format!("{}, {} SMs, sm_90", s.device_name(), s.sm_count())).map_err(|e| {
+                format!("{e}; CODA's kernels need an H100 or H200 (sm_90a)")
+            }),
+        );
+    }
+    ok &= report(
+        "CUDA toolchain (nvcc 13, CUTLASS 4.2; needed to build kernels, not to run them)",
+        coda_codegen::Toolchain::find().and_then(|tc| {
+            let v = tc.version()?;
+            Ok(format!("{v} at {}", tc.cuda_home.display()))
+        }),
+    );
+    // SAFETY: as above.
+    let (blas, lt) = unsafe { (cudarc::cublas::sys::is_culib_present(), cudarc::cublaslt::sys::is_culib_present()) };
+    let fix = "not on the library path: install the CUDA 13 cuBLAS libraries (e.g. `pip install nvidia-cublas`) and add their lib/ to LD_LIBRARY_PATH";
+    ok &= report("cuBLAS (coda-llama's weight gradients)", if blas { Ok("loadable".into()) } else { Err(fix.into()) });
+    ok &= report("cuBLASLt (the benchmarks' baseline)", if lt { Ok("loadable".into()) } else { Err(fix.into()) });
+    let cache = coda_runtime::tune::cache_path();
+    report(
+        "tuning cache",
+        cache.map(|p| p.display().to_string()).ok_or_else(|| "no location: set CODA_TUNE_CACHE or HOME".to_string()),
+    );
+    if ok { Ok(()) } else { Err("some checks failed (see above)".into()) }
+}

@@ -1,0 +1,209 @@
+//! `coda`: the command-line companion of CODA-rs.
+//!
+//! - `coda bench`: times every fused op and the Llama block against their
+//!   bare GEMMs on the GPU (table, JSON, SVG);
+//! - `coda emit FILE`: prints the CUTLASS C++ generated for a file's programs;
+//! - `coda inspect`: the compiled configs of the programs in this binary,
+//!   with what `ptxas -v` reported for each at build time;
+//! - `coda tune --shape M,N,K`: an offline timed search that fills the tuning cache;
+//! - `coda doctor`: driver, GPU, toolchain and cuBLAS, with the fix for each;
+//! - `coda toolchain install`: the pinned nvcc and CUTLASS in the per-user location.
+
+mod chart;
+mod doctor;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use coda_runtime::dsl::ir::Config;
+use coda_runtime::{Kernel, Problem, Stream, tune};
+use coda_tests::suite;
+
+#[derive(Parser)]
+#[command(name = "coda", version, about = "CODA-rs: GEMM-epilogue programs for Hopper")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Time the fused ops and blocks against their bare GEMMs (needs an H100/H200).
+    Bench {
+        /// The small plan: one shape per op.
+        #[arg(long)]
+        quick: bool,
+        /// Write the rows as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Write a chart of the ratios as SVG here.
+        #[arg(long)]
+        svg: Option<PathBuf>,
+    },
+    /// Print the CUTLASS C++ generated for the epilogue programs of a Rust file.
+    Emit {
+        file: PathBuf,
+        /// Only this program.
+        #[arg(long)]
+        program: Option<String>,
+        /// In this config instead of the program's own (e.g. `pp_128x128_c1x2`).
+        #[arg(long)]
+        config: Option<String>,
+        /// The package name in the launcher symbols.
+        #[arg(long, default_value = "user")]
+        package: String,
+    },
+    /// List the programs linked into this binary: their compiled configs and
+    /// the registers, stack, spills and shared memory ptxas reported.
+    Inspect {
+        /// Only programs whose name contains this.
+        filter: Option<String>,
+    },
+    /// Search every compiled config of the programs here at a GEMM shape and
+    /// store the fastest in the tuning cache (needs an H100/H200).
+    Tune {
+        /// `M,N,K` (repeatable).
+        #[arg(long, required = true, value_parser = parse_shape)]
+        shape: Vec<Problem>,
+        /// Only programs whose name contains this.
+        #[arg(long)]
+        program: Option<String>,
+    },
+    /// Check the driver, the GPU, the CUDA toolchain and cuBLAS, and say how to fix what is missing.
+    Doctor,
+    /// Manage the pinned CUDA toolchain.
+    Toolchain {
+        #[command(subcommand)]
+        action: ToolchainAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum ToolchainAction {
+    /// Install the pinned nvcc and CUTLASS wheels with pip (default: the per-user location builds look in).
+    Install {
+        #[arg(long)]
+        dest: Option<PathBuf>,
+    },
+}
+
+fn parse_shape(s: &str) -> Result<Problem, String> {
+    let v: Vec<usize> = s.split(',').map(|x| x.trim().parse::<usize>()).collect::<Result<_, _>>().map_err(|e| e.to_string())?;
+    match v[..] {
+        [m, n, k] => Ok(Problem { m, n, k }),
+        _ => Err(format!("`{s}` is not M,N,K")),
+    }
+}
+
+/// The programs linked into this binary.
+fn kernels() -> Vec<&'static Kernel> {
+    let mut k = coda_llama::programs::kernels().to_vec();
+    k.extend(coda_tests::programs::kernels());
+    k
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("CODA_LOG").unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    match run(Cli::parse().command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("coda: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn gpu() -> Result<Stream, String> {
+    Stream::new(0).map_err(|e| format!("needs an H100/H200: {e} (run `coda doctor`)"))
+}
+
+fn run(command: Command) -> Result<(), String> {
+    match command {
+        Command::Bench { quick, json, svg } => bench(quick, json, svg),
+        Command::Emit { file, program, config, package } => emit(&file, program.as_deref(), config.as_deref(), &package),
+        Command::Inspect { filter } => {
+            for k in kernels().into_iter().filter(|k| filter.as_ref().is_none_or(|f| k.name().contains(f.as_str()))) {
+                println!("{} ({}, {})", k.name(), if k.is_map() { "map program" } else { "GEMM epilogue" }, k.toolchain());
+                for (i, v) in k.variants().iter().enumerate() {
+                    let own = if i == 0 { " (own)" } else { "" };
+                    println!("    {:<20}{own:<6} key {}  {}", v.config().name(), v.key(), v.ptxas());
+                }
+            }
+            Ok(())
+        }
+        Command::Tune { shape, program } => {
+            let stream = gpu()?;
+            coda_llama::ship_tuning().map_err(|e| e.to_string())?;
+            tune::set_mode(tune::Mode::Search);
+            for k in kernels().into_iter().filter(|k| program.as_ref().is_none_or(|f| k.name().contains(f.as_str()))) {
+                for &p in &shape {
+                    let c = tune::choose(k, &stream, p).map_err(|e| format!("{}: {e}", k.name()))?;
+                    println!("{} M={} N={} K={}: {}", k.name(), p.m, p.n, p.k, c.describe());
+                }
+            }
+            println!("cache: {}", tune::cache_path().map_or("none (no HOME)".into(), |p| p.display().to_string()));
+            Ok(())
+        }
+        Command::Doctor => doctor::run(),
+        Command::Toolchain { action: ToolchainAction::Install { dest } } => {
+            let at = coda_codegen::toolchain::install(dest.as_deref())?;
+            println!("toolchain installed in {}", at.display());
+            Ok(())
+        }
+    }
+}
+
+fn bench(quick: bool, json: Option<PathBuf>, svg: Option<PathBuf>) -> Result<(), String> {
+    let plan = if quick { suite::Plan::quick() } else { suite::Plan::full() };
+    let stream = gpu()?;
+    let gpu = stream.device_name().to_string();
+    let bar = indicatif::ProgressBar::new(plan.rows() as u64).with_style(
+        indicatif::ProgressStyle::with_template("{elapsed:>4} [{bar:30}] {pos}/{len} {msg}").map_err(|e| e.to_string())?,
+    );
+    let mut progress = |done: usize, r: &suite::Row| {
+        bar.set_position(done as u64);
+        bar.println(format!("{} {}: {:.3}× cuBLASLt", r.name, r.shape, r.vs_cublas()));
+    };
+    let rows = suite::run(&stream, &plan, &mut progress).map_err(|e| e.to_string())?;
+    bar.finish_and_clear();
+    print!("{}", suite::table(&rows));
+    if let Some(path) = json {
+        let json = serde_json::json!({ "gpu": gpu, "samples": plan.samples, "rows": rows });
+        let text = serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?;
+        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    if let Some(path) = svg {
+        let svg = chart::draw(&rows, &format!("CODA fused ops / bare cuBLASLt GEMMs, {gpu}"))?;
+        std::fs::write(&path, svg).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+fn emit(file: &PathBuf, program: Option<&str>, config: Option<&str>, package: &str) -> Result<(), String> {
+    let src = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let ast = syn::parse_file(&src).map_err(|e| coda_codegen::build::render(file, &src, &e))?;
+    let config = config.map(Config::from_name).transpose()?;
+    let programs = coda_runtime::dsl::lower_file_variants(&ast, |_| config.into_iter().collect())
+        .map_err(|e| coda_codegen::build::render(file, &src, &e))?;
+    let mut shown = 0;
+    for (variants, dropped) in programs {
+        let own = &variants[0];
+        if program.is_some_and(|p| p != own.name) {
+            continue;
+        }
+        if let Some((c, why)) = dropped.first() {
+            return Err(format!("{} cannot take {}: {why}", own.name, c.name()));
+        }
+        let p = if config.is_some() { variants.last().expect("the own config") } else { own };
+        print!("{}", coda_codegen::emit(p, package, env!("CARGO_PKG_VERSION")));
+        shown += 1;
+    }
+    if shown == 0 {
+        return Err(format!("no `#[coda::epilogue]` program{} in {}", program.map_or(String::new(), |p| format!(" named `{p}`")), file.display()));
+    }
+    Ok(())
+}

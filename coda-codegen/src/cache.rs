@@ -1,0 +1,94 @@
+//! The compiled-object cache: where it lives, what its keys cover, and
+//! writes that another build sharing the folder never sees half done.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use sha2::{Digest, Sha256};
+
+/// `CODA_CACHE_DIR`, else `${XDG_CACHE_HOME:-$HOME/.cache}/coda-rs/kernels`.
+/// Keys are content hashes, so every project and profile can share it.
+pub fn default_dir(var: impl Fn(&str) -> Option<OsString>) -> Result<PathBuf, String> {
+    match var("CODA_CACHE_DIR").filter(|v| !v.is_empty()) {
+        Some(d) => Ok(PathBuf::from(d)),
+        None => Ok(crate::toolchain::user_cache_dir(&var)?.join("coda-rs/kernels")),
+    }
+}
+
+/// Hash of every file under `dir` (relative paths and contents), walked in sorted order.
+pub fn tree_hash(dir: &Path) -> Result<String, String> {
+    fn walk(root: &Path, dir: &Path, h: &mut Sha256) -> Result<(), String> {
+        let err = |e: std::io::Error| format!("coda: cannot read {}: {e}", dir.display());
+        let mut entries = std::fs::read_dir(dir)
+            .map_err(err)?
+            .map(|e| e.map(|e| e.path()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(err)?;
+        entries.sort();
+        for path in entries {
+            if path.is_dir() {
+                walk(root, &path, h)?;
+            } else {
+                let rel = path.strip_prefix(root).unwrap_or(&path);
+                h.update(rel.to_string_lossy().as_bytes());
+                h.update([0]);
+                h.update(std::fs::read(&path).map_err(|e| format!("coda: cannot read {}: {e}", path.display()))?);
+                h.update([0]);
+            }
+        }
+        Ok(())
+    }
+    let mut h = Sha256::new();
+    walk(dir, dir, &mut h)?;
+    Ok(format!("{:x}", h.finalize()))
+}
+
+/// Hash of what every object depends on besides its source: the compiler
+/// `command` (program and arguments, so also the flags cc takes from
+/// CXXFLAGS and the like) with each of the `trees` (include folders) replaced
+/// by the hash of its contents, so that the key does not depend on where the
+/// headers are; and what `nvcc --version` prints.
+pub fn fingerprint(command: &[OsString], trees: &[PathBuf], nvcc_version: &str) -> Result<String, String> {
+    let hashes = trees
+        .iter()
+        .map(|t| Ok((t.to_string_lossy().into_owned(), tree_hash(t)?)))
+        .collect::<Result<Vec<_>, String>>()?;
+    let mut h = Sha256::new();
+    for arg in command {
+        let mut arg = arg.to_string_lossy().into_owned();
+        for (path, hash) in &hashes {
+            arg = arg.replace(path.as_str(), &format!("<tree {hash}>"));
+        }
+        h.update(arg.as_bytes());
+        h.update([0]);
+    }
+    h.update(nvcc_version.as_bytes());
+    Ok(format!("{:x}", h.finalize()))
+}
+
+/// The cache key of one generated source under a [`fingerprint`].
+pub fn key(fingerprint: &str, source: &str) -> String {
+    format!("{:x}", Sha256::new().chain_update(fingerprint).chain_update([0]).chain_update(source).finalize())
+}
+
+/// A name beside `path` that no other writer uses: this process's id and a
+/// process-wide counter (threads of one build write side by side).
+pub fn temp_path(path: &Path) -> PathBuf {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".tmp{}-{n}", std::process::id()));
+    path.with_file_name(name)
+}
+
+/// Writes `path` through a [`temp_path`] and a rename, so readers see the
+/// old contents or the new, never part.
+pub fn write_atomic(path: &Path, contents: impl AsRef<[u8]>) -> Result<(), String> {
+    let tmp = temp_path(path);
+    let done = std::fs::write(&tmp, contents).and_then(|()| std::fs::rename(&tmp, path));
+    done.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        format!("coda: cannot write {}: {e}", path.display())
+    })
+}

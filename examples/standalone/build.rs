@@ -1,0 +1,3 @@
+fn main() {
+    coda_codegen::epilogues(["src/programs.rs"]).compile("my_kernels");
+}
