@@ -61,7 +61,8 @@ enum Command {
         filter: Option<String>,
     },
     /// Search every compiled config of the programs here at a GEMM shape and
-    /// store the fastest in the tuning cache (needs an H100/H200).
+    /// store the fastest in the tuning cache (needs an H100/H200; a map
+    /// program's K is always 8).
     Tune {
         /// `M,N,K` (repeatable).
         #[arg(long, required = true, value_parser = parse_shape)]
@@ -137,11 +138,9 @@ fn run(command: Command) -> Result<(), String> {
         }
         Command::Tune { shape, program } => {
             let stream = gpu()?;
-            coda_llama::ship_tuning().map_err(|e| e.to_string())?;
-            tune::set_mode(tune::Mode::Search);
             for k in kernels().into_iter().filter(|k| program.as_ref().is_none_or(|f| k.name().contains(f.as_str()))) {
                 for &p in &shape {
-                    let c = tune::choose(k, &stream, p).map_err(|e| format!("{}: {e}", k.name()))?;
+                    let c = tune::search_and_store(k, &stream, p).map_err(|e| format!("{}: {e}", k.name()))?;
                     println!("{} M={} N={} K={}: {}", k.name(), p.m, p.n, p.k, c.describe());
                 }
             }

@@ -221,6 +221,7 @@ impl Build {
             "CODA_CUTLASS_HOME",
             "CODA_TOOLCHAIN_DIR",
             "XDG_CACHE_HOME",
+            "HOME",
             "CODA_CACHE_DIR",
             "CODA_JOBS",
             "CODA_CONFIGS",

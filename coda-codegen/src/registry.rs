@@ -59,6 +59,8 @@ pub fn variants_table(
         );
     }
     let _ = writeln!(s, "}}\n");
+    let _ = writeln!(s, "/// The fingerprint of the program they were compiled from (the macro checks it).");
+    let _ = writeln!(s, "pub const IR: u64 = {:#x};", compiled[0].program.fingerprint());
     let _ = writeln!(s, "/// The toolchain that compiled them.");
     let _ = writeln!(s, "pub const TOOLCHAIN: &str = {toolchain:?};");
     let _ = writeln!(s, "/// The compiled configs.");

@@ -376,6 +376,12 @@ impl Program {
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("IR serializes")
     }
+    /// A hash of the program (FNV-1a of its JSON): the build writes it beside
+    /// the compiled kernels and the macro checks it, so a program can never
+    /// launch the kernels of another of the same name.
+    pub fn fingerprint(&self) -> u64 {
+        self.to_json().bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
+    }
     pub fn from_json(s: &str) -> Result<Program, serde_json::Error> {
         serde_json::from_str(s)
     }

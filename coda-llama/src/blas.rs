@@ -1,7 +1,10 @@
 //! Plain GEMMs through cuBLAS (loaded at run time): the weight gradients
 //! `dW = dyᵀ · x` of the block's backward and the LM head.
 
+use std::sync::Arc;
+
 use cudarc::cublas::CudaBlas;
+use cudarc::driver::CudaStream;
 use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType};
 
 use coda_runtime::{AnyTensor, Element, Error, LaunchKind, Stream, TensorMut, TensorRef, bf16};
@@ -9,6 +12,8 @@ use coda_runtime::{AnyTensor, Element, Error, LaunchKind, Stream, TensorMut, Ten
 /// A cuBLAS handle bound to one stream.
 pub struct Cublas {
     blas: CudaBlas,
+    /// The stream the handle enqueues on.
+    stream: Arc<CudaStream>,
 }
 
 /// How an operand is stored, row-major, relative to the product it enters.
@@ -38,11 +43,15 @@ fn fits_i32(name: &str, dims: &[usize]) -> Result<(), Error> {
 /// The shapes of `op(a) · op(b)` into `c`: `(M, N, K)`, after the rules
 /// (rank 2, matching K, `c` `[M, N]`, 32-bit dims, tensors of `stream`).
 pub fn check_gemm(
+    handle: &Arc<CudaStream>,
     stream: &Stream,
     (an, a, sa): (&str, &dyn AnyTensor, Stored),
     (bn, b, sb): (&str, &dyn AnyTensor, Stored),
     c: &dyn AnyTensor,
 ) -> Result<(usize, usize, usize), Error> {
+    if !Arc::ptr_eq(handle, stream.cuda()) {
+        return Err(Error::arg("stream", "is not the stream the handle was created on, which its GEMMs run on"));
+    }
     let (ar, ac) = rank2(an, a)?;
     let (br, bc) = rank2(bn, b)?;
     let (m, k) = if sa == Stored::Plain { (ar, ac) } else { (ac, ar) };
@@ -71,7 +80,7 @@ impl Cublas {
         }
         let blas = CudaBlas::new(stream.cuda().clone())
             .map_err(|e| Error::Library { library: "cuBLAS", message: format!("creating a handle: {e:?}") })?;
-        Ok(Cublas { blas })
+        Ok(Cublas { blas, stream: stream.cuda().clone() })
     }
 
     /// `y[M, N] = x[M, K] · w[N, K]ᵀ` (a `Linear` forward), bf16 out.
@@ -106,7 +115,7 @@ impl Cublas {
         c: &mut dyn TensorMut<T>,
         accumulate: bool,
     ) -> Result<(), Error> {
-        let (m, n, k) = check_gemm(stream, (an, a, sa), (bn, b, sb), c.as_any())?;
+        let (m, n, k) = check_gemm(&self.stream, stream, (an, a, sa), (bn, b, sb), c.as_any())?;
         let (ac, bc) = (a.dims()[1], b.dims()[1]);
         let c_type = match T::DTYPE {
             coda_runtime::dsl::ir::DType::Bf16 => cudaDataType::CUDA_R_16BF,

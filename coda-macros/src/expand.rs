@@ -34,15 +34,26 @@ fn shape_doc(s: Shape) -> &'static str {
 }
 
 /// The table of the program's compiled configs, which the crate's build
-/// script writes to `OUT_DIR/coda-gen/<program>.rs`; without it, an error at
-/// the program's name that says how to build it (and an empty table, so the
-/// rest of the crate still type-checks).
+/// script writes to `OUT_DIR/coda-gen/<program>.rs`, and a compile-time
+/// check that it was compiled from this very program (a program of the same
+/// name in a file build.rs does not list must not get its kernels); without
+/// the table, an error at the program's name that says how to build it (and
+/// an empty table, so the rest of the crate still type-checks).
 fn configs_module(p: &Program, span: Span) -> TokenStream {
     let file = format!("coda-gen/{}.rs", p.name);
     let out_dir = std::env::var("OUT_DIR").ok();
+    let fingerprint = p.fingerprint();
     if out_dir.as_ref().is_some_and(|d| std::path::Path::new(d).join(&file).is_file()) {
         let file = format!("/{file}");
-        return quote!(mod configs { include!(concat!(env!("OUT_DIR"), #file)); });
+        let msg = format!(
+            "the kernels compiled as `{}` come from another program of that name: list this file in build.rs \
+             and give the programs different names",
+            p.name
+        );
+        return quote::quote_spanned! {span=>
+            mod configs { include!(concat!(env!("OUT_DIR"), #file)); }
+            const _: () = ::core::assert!(configs::IR == #fingerprint, #msg);
+        };
     }
     let msg = format!(
         "`{}` has no compiled kernel: list the file that defines it in the crate's build.rs, \
@@ -81,6 +92,7 @@ pub fn module(p: &Program, vis: &syn::Visibility, name_span: Span) -> TokenStrea
     let mut fields = vec![];
     let mut infos = vec![];
     let mut binds = vec![];
+    let mut records = vec![];
     let mut refs = vec![];
     for t in &params {
         let f = format_ident!("{}", t.name);
@@ -90,8 +102,10 @@ pub fn module(p: &Program, vis: &syn::Visibility, name_span: Span) -> TokenStrea
         let pname = &t.name;
         if let Some(partials) = partials_type(t.shape) {
             fields.push(quote!(#[doc = #d] pub #f: &'a mut #partials));
-            binds.push(quote!(let #f = #f.bind(#pname, stream, &KERNEL, choice, prob)?;));
-            refs.push(quote!(::coda_runtime::TensorArg::output(#f)));
+            let buf = format_ident!("{}_buf", t.name);
+            binds.push(quote!(let #buf = #f.bind(#pname, stream, &KERNEL, choice, prob)?;));
+            records.push(quote!(#f.record(&KERNEL, choice, prob);));
+            refs.push(quote!(::coda_runtime::TensorArg::output(#buf)));
         } else if t.output {
             fields.push(quote!(#[doc = #d] pub #f: &'a mut dyn ::coda_runtime::TensorMut<#ty>));
             refs.push(quote!(::coda_runtime::TensorArg::output(&mut *#f)));
@@ -213,7 +227,10 @@ pub fn module(p: &Program, vis: &syn::Visibility, name_span: Span) -> TokenStrea
                 #prob
                 let Args { #operand_names #(#field_names,)* #(#scalars,)* } = args;
                 #(#binds)*
-                #launch
+                #launch?;
+                // The partials hold this launch's values only once it is enqueued.
+                #(#records)*
+                Ok(())
             }
         }
     }

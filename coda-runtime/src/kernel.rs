@@ -130,7 +130,10 @@ impl Choice {
     }
     /// The dims a `shape` parameter must have for an `m × n` problem in this config.
     pub fn dims(&self, shape: Shape, m: usize, n: usize) -> Vec<usize> {
-        expected_dims(shape, m, n, self.config.tile_m, self.config.tile_n).0
+        Self::dims_for(&self.config, shape, m, n)
+    }
+    pub(crate) fn dims_for(config: &Config, shape: Shape, m: usize, n: usize) -> Vec<usize> {
+        expected_dims(shape, m, n, config.tile_m, config.tile_n).0
     }
     /// `coop_128x256_c1x1 swizzle 8 along N`
     pub fn describe(&self) -> String {
@@ -273,6 +276,7 @@ pub fn check_args(
             return Err(Error::arg(p.name, format!("shape {} must be {rule}", dims_str(t.dims))));
         }
     }
+    // The sealed tensor types keep these equal; checked because the launchers trust them.
     for t in [a, b].into_iter().chain(tensors) {
         let spans = t.dims.iter().try_fold(t.dtype.bytes(), |n, &d| n.checked_mul(d));
         if spans != Some(t.bytes) {

@@ -12,7 +12,7 @@ use std::marker::PhantomData;
 
 use crate::dsl::ir::{Config, Shape};
 use crate::kernel::{Choice, Kernel, Problem};
-use crate::{Error, Stream, Tensor};
+use crate::{Error, Stream, Tensor, TensorMut};
 
 /// Which statistic a [`Partials`] holds; fixes its layout.
 pub trait Kind: sealed::Sealed {
@@ -99,11 +99,12 @@ impl<K: Kind> Partials<K> {
         self.buf.as_mut().map_or(Ok(()), |b| b.poison())
     }
 
-    /// Binds the object to a launch of `kernel` in `choice` at `prob` and
-    /// returns the buffer to write: allocated when absent, on another stream
-    /// or of other dims; refused when another program wrote it.
+    /// The buffer a launch of `kernel` in `choice` at `prob` writes:
+    /// allocated when absent, on another stream or of other dims (then it
+    /// holds nothing until [`Partials::record`]); refused when another
+    /// program wrote it. Not the tensor itself, so it cannot be replaced.
     #[doc(hidden)]
-    pub fn bind(&mut self, name: &str, stream: &Stream, kernel: &Kernel, choice: &Choice, prob: Problem) -> Result<&mut Tensor<f32>, Error> {
+    pub fn bind(&mut self, name: &str, stream: &Stream, kernel: &Kernel, choice: &Choice, prob: Problem) -> Result<&mut dyn TensorMut<f32>, Error> {
         if let Some(p) = self.producer.filter(|p| p.program != kernel.name()) {
             return Err(Error::arg(
                 name,
@@ -117,16 +118,23 @@ impl<K: Kind> Partials<K> {
         let dims = choice.dims(K::SHAPE, prob.m, prob.n);
         let fits = |b: &Tensor<f32>| b.shape() == dims.as_slice() && crate::AnyTensor::on_stream(b, stream);
         if !self.buf.as_ref().is_some_and(fits) {
+            self.producer = None;
             self.buf = Some(Tensor::zeros(stream, &dims)?);
         }
-        self.producer = Some(Producer { program: kernel.name(), config: choice.config, m: prob.m, n: prob.n });
         Ok(self.buf.as_mut().expect("allocated above"))
+    }
+
+    /// Records the launch that wrote the buffer [`Partials::bind`] gave, once it is enqueued.
+    #[doc(hidden)]
+    pub fn record(&mut self, kernel: &Kernel, choice: &Choice, prob: Problem) {
+        self.producer = Some(Producer { program: kernel.name(), config: choice.config, m: prob.m, n: prob.n });
     }
 
     /// The buffer and its producer, for a finisher reading `name`.
     pub(crate) fn written(&self, name: &str) -> Result<(&Tensor<f32>, &Producer), Error> {
         match (&self.buf, &self.producer) {
-            (Some(b), Some(p)) => Ok((b, p)),
+            // `bind` keeps the two in step; checked again because finishers index by them.
+            (Some(b), Some(p)) if b.shape() == Choice::dims_for(&p.config, K::SHAPE, p.m, p.n).as_slice() => Ok((b, p)),
             _ => Err(Error::arg(name, "holds no partials yet: launch the program that writes them first")),
         }
     }

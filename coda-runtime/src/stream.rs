@@ -129,6 +129,8 @@ impl Stream {
         if z.as_ref().is_none_or(|b| b.len() < elems) {
             *z = Some(self.stream.alloc_zeros(elems.next_power_of_two())?);
         }
+        // The read guard may drop at once: nothing ever writes these zeros, and
+        // the lock, not an event, keeps them alive until the launch is enqueued.
         let address = cudarc::driver::DevicePtr::device_ptr(z.as_ref().expect("allocated above"), &self.stream).0;
         Ok(ZeroOperand { _lock: z, address })
     }

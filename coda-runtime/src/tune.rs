@@ -29,7 +29,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::dsl::ir::{BLayout, DType, Schedule};
-use crate::kernel::{Choice, Problem, Raster};
+use crate::kernel::{Choice, MAP_K, Problem, Raster};
 use crate::{Error, Kernel, Stream, Tensor, TensorArg, bf16};
 
 /// How launches pick a config (see the module docs).
@@ -118,19 +118,27 @@ pub fn cache_path() -> Option<PathBuf> {
 }
 
 fn load_cache() -> Vec<Entry> {
-    cache_path().map_or_else(Vec::new, |p| read_cache(&p))
+    let Some(path) = cache_path() else { return vec![] };
+    read_cache(&path).unwrap_or_else(|e| {
+        tracing::warn!("cannot read the tuning cache {} ({e}); using none", path.display());
+        vec![]
+    })
 }
 
-/// The entries of the cache file at `path`; a file that does not parse is
-/// moved aside (`<path>.corrupt`) with a warning, never silently replaced.
-fn read_cache(path: &Path) -> Vec<Entry> {
-    let Ok(text) = std::fs::read_to_string(path) else { return vec![] };
-    serde_json::from_str(&text).unwrap_or_else(|e| {
+/// The entries of the cache file at `path` (none if it does not exist); a
+/// file that does not parse is moved aside (`<path>.corrupt`) with a warning,
+/// never silently replaced.
+fn read_cache(path: &Path) -> std::io::Result<Vec<Entry>> {
+    let text = match std::fs::read_to_string(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
+        other => other?,
+    };
+    Ok(serde_json::from_str(&text).unwrap_or_else(|e| {
         let aside = path.with_extension("json.corrupt");
         let moved = std::fs::rename(path, &aside).map_or_else(|e| format!("could not move it aside: {e}"), |()| format!("moved to {}", aside.display()));
         tracing::warn!("the tuning cache {} does not parse ({e}); {moved}", path.display());
         vec![]
-    })
+    }))
 }
 
 /// Adds `entry` to the cache file at `path`, replacing an entry for the same
@@ -145,7 +153,7 @@ fn store_entry(path: &Path, entry: &Entry) -> Result<Vec<Entry>, Error> {
     }
     let lock = std::fs::File::create(path.with_extension("json.lock")).map_err(io)?;
     lock.lock().map_err(io)?;
-    let mut entries = read_cache(path);
+    let mut entries = read_cache(path).map_err(io)?;
     entries.retain(|e| (&e.gpu, &e.program, &e.toolchain, e.m, e.n, e.k) != (&entry.gpu, &entry.program, &entry.toolchain, entry.m, entry.n, entry.k));
     entries.push(entry.clone());
     let tmp = path.with_extension(format!("json.tmp{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed)));
@@ -158,7 +166,7 @@ fn store_entry(path: &Path, entry: &Entry) -> Result<Vec<Entry>, Error> {
 /// The choice for `kernel` at `prob` (see the module docs).
 pub fn choose(kernel: &Kernel, stream: &Stream, prob: Problem) -> Result<Choice, Error> {
     let key = (kernel.name(), prob.m, prob.n, prob.k);
-    let gpu = stream.device_name().to_string();
+    let gpu = stream.device_name();
     let mode = {
         let mut t = tuner();
         if let Some(c) = t.chosen.get(&key) {
@@ -170,7 +178,7 @@ pub fn choose(kernel: &Kernel, stream: &Stream, prob: Problem) -> Result<Choice,
         };
         let found = match mode {
             Mode::Own => Some(Choice::own(kernel)),
-            _ => cached(t.cache.get_or_insert_with(load_cache), &gpu, kernel, prob).or_else(|| cached(&t.shipped, &gpu, kernel, prob)),
+            _ => cached(t.cache.get_or_insert_with(load_cache), gpu, kernel, prob).or_else(|| cached(&t.shipped, gpu, kernel, prob)),
         };
         let found = found.or_else(|| (mode == Mode::Heuristic).then(|| heuristic(kernel, stream.sm_count() as usize, prob)));
         if let Some(c) = found {
@@ -179,6 +187,21 @@ pub fn choose(kernel: &Kernel, stream: &Stream, prob: Problem) -> Result<Choice,
         mode
     };
     debug_assert_eq!(mode, Mode::Search);
+    search_store(kernel, stream, prob, false)
+}
+
+/// Times every compiled config × swizzle × raster of `kernel` at `prob`
+/// (`K = 8` for a map program), stores the fastest in the cache file and
+/// makes it this process's choice: `coda tune`.
+pub fn search_and_store(kernel: &Kernel, stream: &Stream, prob: Problem) -> Result<Choice, Error> {
+    let prob = if kernel.is_map() { Problem { k: MAP_K, ..prob } } else { prob };
+    search_store(kernel, stream, prob, true)
+}
+
+/// The search of [`search_and_store`]; unless `replace`, a choice another
+/// thread made meanwhile wins and nothing is stored.
+fn search_store(kernel: &Kernel, stream: &Stream, prob: Problem, replace: bool) -> Result<Choice, Error> {
+    let key = (kernel.name(), prob.m, prob.n, prob.k);
     let timed = search(kernel, stream, prob)?;
     let (best, ms) = timed[0];
     let own_ms = timed.iter().find(|(c, _)| *c == Choice::own(kernel)).map_or(f64::NAN, |t| t.1);
@@ -192,7 +215,7 @@ pub fn choose(kernel: &Kernel, stream: &Stream, prob: Problem) -> Result<Choice,
         timed.len()
     );
     let entry = Entry {
-        gpu,
+        gpu: stream.device_name().to_string(),
         program: kernel.name().to_string(),
         toolchain: kernel.toolchain().to_string(),
         m: prob.m,
@@ -205,11 +228,12 @@ pub fn choose(kernel: &Kernel, stream: &Stream, prob: Problem) -> Result<Choice,
         ms,
         own_ms,
     };
-    let stored = cache_path().map(|p| store_entry(&p, &entry)).transpose()?;
     let mut t = tuner();
-    if let Some(c) = t.chosen.get(&key) {
+    if let (false, Some(c)) = (replace, t.chosen.get(&key)) {
         return Ok(*c);
     }
+    // Under the tuner's lock, so this process's view and the file agree.
+    let stored = cache_path().map(|p| store_entry(&p, &entry)).transpose()?;
     t.cache = Some(stored.unwrap_or_else(|| vec![entry]));
     t.chosen.insert(key, best);
     Ok(best)
@@ -459,13 +483,13 @@ mod tests {
                 });
             }
         });
-        let mut ms: Vec<usize> = read_cache(&path).iter().map(|e| e.m).collect();
+        let mut ms: Vec<usize> = read_cache(&path).unwrap().iter().map(|e| e.m).collect();
         ms.sort();
         assert_eq!(ms, (0..8).flat_map(|t| (0..10).map(move |i| 100 * t + i)).collect::<Vec<_>>());
         store_entry(&path, &Entry { ms: 0.5, ..entry(0) }).unwrap();
-        assert_eq!(read_cache(&path).iter().filter(|e| e.m == 0).map(|e| e.ms).collect::<Vec<_>>(), [0.5], "replaced, not duplicated");
+        assert_eq!(read_cache(&path).unwrap().iter().filter(|e| e.m == 0).map(|e| e.ms).collect::<Vec<_>>(), [0.5], "replaced, not duplicated");
         std::fs::write(&path, "{ not json").unwrap();
-        assert!(read_cache(&path).is_empty());
+        assert!(read_cache(&path).unwrap().is_empty());
         assert_eq!(std::fs::read_to_string(dir.join("tuning.json.corrupt")).unwrap(), "{ not json");
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -1,7 +1,10 @@
 //! The bare-GEMM baseline our fused ops are measured against: cuBLASLt (the
 //! path PyTorch's `F.linear` takes on Hopper), loaded at run time.
 
+use std::sync::Arc;
+
 use cudarc::cublaslt::{CudaBlasLT, Matmul, MatmulConfig};
+use cudarc::driver::CudaStream;
 
 use coda_llama::blas::{Stored, check_gemm};
 use coda_runtime::{Error, LaunchKind, Stream, Tensor, bf16};
@@ -11,6 +14,8 @@ use coda_runtime::{Error, LaunchKind, Stream, Tensor, bf16};
 /// takes on Hopper), algorithm from cuBLASLt's heuristic.
 pub struct CublasLt {
     lt: CudaBlasLT,
+    /// The stream the handle enqueues on.
+    stream: Arc<CudaStream>,
 }
 
 impl CublasLt {
@@ -20,7 +25,7 @@ impl CublasLt {
             return Err(Error::Library { library: "cuBLASLt", message: "libcublasLt is not on the library path".into() });
         }
         let lt = CudaBlasLT::new(stream.cuda().clone()).map_err(|e| Error::Library { library: "cuBLASLt", message: format!("creating a handle: {e:?}") })?;
-        Ok(CublasLt { lt })
+        Ok(CublasLt { lt, stream: stream.cuda().clone() })
     }
 
     /// `y[M, N] = x[M, K] · w[N, K]ᵀ` (a `Linear` forward), bf16 out.
@@ -40,7 +45,7 @@ impl CublasLt {
         (bn, b, sb): (&str, &Tensor<bf16>, Stored),
         c: &mut Tensor<bf16>,
     ) -> Result<(), Error> {
-        let (m, n, k) = check_gemm(stream, (an, a, sa), (bn, b, sb), &*c)?;
+        let (m, n, k) = check_gemm(&self.stream, stream, (an, a, sa), (bn, b, sb), &*c)?;
         // Column-major as in `Cublas::gemm`: Cᵀ[N, M] = op(B)ᵀ · op(A)ᵀ.
         let cfg = MatmulConfig {
             transa: sb == Stored::Transposed,
