@@ -141,7 +141,8 @@ fn run(command: Command) -> Result<(), String> {
             for k in kernels().into_iter().filter(|k| program.as_ref().is_none_or(|f| k.name().contains(f.as_str()))) {
                 for &p in &shape {
                     let c = tune::search_and_store(k, &stream, p).map_err(|e| format!("{}: {e}", k.name()))?;
-                    println!("{} M={} N={} K={}: {}", k.name(), p.m, p.n, p.k, c.describe());
+                    let k_run = if k.is_map() { coda_runtime::MAP_K } else { p.k };
+                    println!("{} M={} N={} K={k_run}: {}", k.name(), p.m, p.n, c.describe());
                 }
             }
             println!("cache: {}", tune::cache_path().map_or("none (no HOME)".into(), |p| p.display().to_string()));
