@@ -228,6 +228,10 @@ impl Lowering {
                     Lit::Int(i) => i.base10_parse::<f64>()?,
                     _ => return Err(syn::Error::new(e.span(), "only numeric literals are allowed")),
                 };
+                // As rustc's `overflowing_literals`; an infinite constant would not survive the IR's JSON.
+                if !v.is_finite() {
+                    return Err(syn::Error::new(e.span(), "literal out of range for f64"));
+                }
                 Ok(Value::Elem(self.push(Op::Const(v), Width::Uniform, e.span())))
             }
             Expr::Unary(u) => match u.op {
@@ -422,6 +426,13 @@ fn lower_unpair(lw: &mut Lowering, pat: &syn::PatTuple, init: &Expr) -> syn::Res
         return Err(syn::Error::new(init.span(), usage));
     }
     let src = lw.any_elem(&c.args[0])?;
+    // Double-width values are DoubleTile inputs and `pair`s; a `pair` is only ever stored.
+    if lw.widths[src] == Width::Double && !matches!(lw.nodes[src].op, Op::Input(_)) {
+        return Err(syn::Error::new(
+            c.args[0].span(),
+            "`unpair` of a double-width value splits only a DoubleTile input; use the two values this `pair` was made of",
+        ));
+    }
     let half = lw.widths[src].halved().ok_or_else(|| {
         syn::Error::new(c.args[0].span(), "`unpair` splits a full-width value or a DoubleTile input into its even and odd columns")
     })?;
@@ -719,7 +730,8 @@ pub fn lower_fn(item: &ItemFn, config: Config) -> syn::Result<Program> {
                     OutputKind::PerRow(_) => [Width::Row, Width::Uniform].contains(&w),
                     OutputKind::PerCol(_) => [Width::Col, Width::Uniform].contains(&w),
                     OutputKind::HalfTile(_) => w == Width::Half,
-                    OutputKind::DoubleTile(_) => w == Width::Double,
+                    // A DoubleTile store interleaves the two values of a `pair`.
+                    OutputKind::DoubleTile(_) => w == Width::Double && matches!(lw.nodes[id].op, Op::Pair(..)),
                     _ => false,
                 };
                 if !fits {
@@ -731,6 +743,9 @@ pub fn lower_fn(item: &ItemFn, config: Config) -> syn::Result<Program> {
                         (Width::Full, OutputKind::PerCol(_)) => "not the same down a column; a `PerCol<T>` output needs a value of column vectors and scalars",
                         (Width::Full, _) => "full-width (declare it `Tile<T>`)",
                         (Width::Half, _) => "half-width, from `unpair` (declare it `HalfTile<T>`)",
+                        (Width::Double, OutputKind::DoubleTile(_)) => {
+                            "a DoubleTile input; a `DoubleTile` output is a `pair(even, odd)` of full-width values"
+                        }
                         (Width::Double, _) => "double-width, a `pair` of full-width values (declare it `DoubleTile<T>`)",
                     };
                     return Err(syn::Error::new(ty.span(), format!("`{name}` is {is}")));

@@ -246,7 +246,7 @@ pub fn evaluate(
                 // The same for every row: any row gives it.
                 OutputKind::PerCol(dtype) => {
                     for c in 0..n {
-                        out[c] = precision.store(vals[o.value][c], dtype);
+                        out[c] = precision.store(at(&vals[o.value], c), dtype);
                     }
                 }
             }

@@ -25,6 +25,9 @@ pub mod frontend;
 pub mod interp;
 pub mod ir;
 pub mod smem;
+/// A generator of random well-typed programs, for property tests.
+#[cfg(any(test, feature = "testgen"))]
+pub mod testgen;
 
 pub use frontend::{lower_file, lower_file_variants, lower_fn, parse_config};
 pub use ir::Program;
