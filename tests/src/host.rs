@@ -20,6 +20,10 @@ impl Rng {
     pub fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
         lo + (hi - lo) * (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
+    /// `n` values uniform in `[lo, hi)`.
+    pub fn f64s(&mut self, n: usize, lo: f64, hi: f64) -> Vec<f64> {
+        (0..n).map(|_| self.uniform(lo, hi)).collect()
+    }
     pub fn bf16s(&mut self, n: usize, lo: f64, hi: f64) -> Vec<bf16> {
         (0..n).map(|_| bf16::from_f64(self.uniform(lo, hi))).collect()
     }

@@ -455,15 +455,7 @@ mod finite_differences {
     use super::*;
 
     fn values(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
-        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                lo + (hi - lo) * ((s >> 11) as f64 / (1u64 << 53) as f64)
-            })
-            .collect()
+        crate::host::Rng::new(seed).f64s(n, lo, hi)
     }
 
     /// Central difference of `loss` along entry `i` of `v`.

@@ -15,15 +15,7 @@ use coda_tests::reference::{Path, backward_rows, forward_rows, head_rows};
 use coda_llama::{BlockConfig, HostWeights};
 
 fn values(n: usize, seed: u64, scale: f64) -> Vec<f64> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0) * scale
-        })
-        .collect()
+    coda_tests::host::Rng::new(seed).f64s(n, -scale, scale)
 }
 
 fn bf(v: &[f64]) -> Vec<bf16> {
