@@ -46,6 +46,7 @@ pub fn epilogues<P: AsRef<Path>>(files: impl IntoIterator<Item = P>) -> Build {
         cargo_metadata: true,
         configs: ConfigSet::Own,
         config_programs: None,
+        program_configs: HashMap::new(),
     }
 }
 
@@ -91,6 +92,7 @@ pub struct Build {
     cargo_metadata: bool,
     configs: ConfigSet,
     config_programs: Option<Vec<String>>,
+    program_configs: HashMap<String, ConfigSet>,
 }
 
 /// One compiled config of a program.
@@ -188,6 +190,12 @@ impl Build {
         self.config_programs = Some(names.into_iter().map(|n| n.as_ref().to_string()).collect());
         self
     }
+    /// Compile `program` for these configs beside its own, in place of
+    /// [`Build::configs`] (`CODA_CONFIGS`, when set, overrides both).
+    pub fn program_configs(&mut self, program: &str, set: ConfigSet) -> &mut Self {
+        self.program_configs.insert(program.to_string(), set);
+        self
+    }
     /// Whether to print `cargo:` directives (link and rerun rules); on by default.
     pub fn cargo_metadata(&mut self, on: bool) -> &mut Self {
         self.cargo_metadata = on;
@@ -229,16 +237,23 @@ impl Build {
         ] {
             cargo(format!("rerun-if-env-changed={var}"));
         }
-        let set = match std::env::var("CODA_CONFIGS") {
-            Ok(v) => ConfigSet::parse(&v).map_err(|e| format!("coda: CODA_CONFIGS: {e}"))?,
-            Err(_) => self.configs.clone(),
+        let from_env = match std::env::var("CODA_CONFIGS") {
+            Ok(v) => Some(ConfigSet::parse(&v).map_err(|e| format!("coda: CODA_CONFIGS: {e}"))?),
+            Err(_) => None,
         };
         let only = match std::env::var("CODA_CONFIG_PROGRAMS") {
             Ok(v) if !v.trim().is_empty() => Some(v.split(',').map(|n| n.trim().to_string()).collect::<Vec<_>>()),
             _ => self.config_programs.clone(),
         };
         let extra = |p: &Program| {
-            if only.as_ref().is_none_or(|o| o.contains(&p.name)) { set.configs() } else { vec![] }
+            let listed = only.as_ref().is_none_or(|o| o.contains(&p.name));
+            match (&from_env, self.program_configs.get(&p.name)) {
+                (Some(set), _) if listed => set.configs(),
+                (Some(_), _) => vec![],
+                (None, Some(set)) => set.configs(),
+                (None, None) if listed => self.configs.configs(),
+                (None, None) => vec![],
+            }
         };
         let paths: Vec<PathBuf> = self.files.iter().map(|f| manifest_dir.join(f)).collect();
         for path in &paths {

@@ -223,9 +223,9 @@ pub fn emit(program: &Program, package: &str, version: &str) -> String {
     let _ = writeln!(s, "  }});\n}}\n\n}}  // namespace {ns}\n");
 
     let _ = writeln!(s, "extern \"C\" int {prefix}_run(CodaGemmLaunch* p) {{");
-    let _ = writeln!(s, "  return coda::sm90::run<{ns}::Kernel>(*p, {ns}::arguments(*p));\n}}\n");
+    let _ = writeln!(s, "  return coda::sm90::guarded(*p, [&] {{ return coda::sm90::run<{ns}::Kernel>(*p, {ns}::arguments(*p)); }});\n}}\n");
     let _ = writeln!(s, "extern \"C\" int {prefix}_workspace(CodaGemmLaunch* p, size_t* bytes) {{");
-    let _ = writeln!(s, "  return coda::sm90::workspace_size<{ns}::Kernel>(*p, {ns}::arguments(*p), bytes);\n}}");
+    let _ = writeln!(s, "  return coda::sm90::guarded(*p, [&] {{\n    return coda::sm90::workspace_size<{ns}::Kernel>(*p, {ns}::arguments(*p), bytes);\n  }});\n}}");
     s
 }
 
@@ -281,16 +281,19 @@ fn expr(op: &Op, r: &dyn Fn(NodeId) -> String) -> String {
             let a = r(a);
             match u {
                 UnaryOp::Neg => format!("-({a})"),
-                UnaryOp::Exp => format!("expf({a})"),
-                UnaryOp::Log => format!("logf({a})"),
+                UnaryOp::Exp => format!("coda::math::exp({a})"),
+                UnaryOp::Log => format!("coda::math::log({a})"),
                 UnaryOp::Sqrt => format!("sqrtf({a})"),
                 UnaryOp::Abs => format!("fabsf({a})"),
-                UnaryOp::Tanh => format!("tanhf({a})"),
+                UnaryOp::Tanh => format!("coda::math::tanh({a})"),
                 UnaryOp::Rsqrt => format!("coda::math::rsqrt({a})"),
                 UnaryOp::Sigmoid => format!("coda::math::sigmoid({a})"),
                 UnaryOp::Silu => format!("coda::math::silu({a})"),
                 UnaryOp::Cos => format!("coda::math::cos({a})"),
                 UnaryOp::Sin => format!("coda::math::sin({a})"),
+                UnaryOp::Gelu => format!("coda::math::gelu({a})"),
+                UnaryOp::GeluExact => format!("coda::math::gelu_exact({a})"),
+                UnaryOp::Softplus => format!("coda::math::softplus({a})"),
             }
         }
         Op::Binary(b, x, y) => {
@@ -299,7 +302,7 @@ fn expr(op: &Op, r: &dyn Fn(NodeId) -> String) -> String {
                 BinaryOp::Add => format!("{x} + {y}"),
                 BinaryOp::Sub => format!("{x} - {y}"),
                 BinaryOp::Mul => format!("{x} * {y}"),
-                BinaryOp::Div => format!("{x} / {y}"),
+                BinaryOp::Div => format!("coda::math::div({x}, {y})"),
                 BinaryOp::Max => format!("fmaxf({x}, {y})"),
                 BinaryOp::Min => format!("fminf({x}, {y})"),
             }

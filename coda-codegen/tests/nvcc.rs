@@ -83,11 +83,11 @@ fn try_file(test: &str, src: &str) -> String {
 fn user_errors_fail_the_build_with_file_line_and_caret() {
     let err = try_file(
         "nvcc-test-bad",
-        "#[coda::epilogue]\nfn p(acc: Acc) -> Tile<bf16> {\n    let y = gelu(acc);\n    y\n}\n",
+        "#[coda::epilogue]\nfn p(acc: Acc) -> Tile<bf16> {\n    let y = mish(acc);\n    y\n}\n",
     );
-    assert!(err.contains("error: unknown function `gelu`"), "{err}");
+    assert!(err.contains("error: unknown function `mish`"), "{err}");
     assert!(err.contains("bad.rs:3:13"), "{err}");
-    assert!(err.contains("    let y = gelu(acc);\n   |             ^^^^"), "{err}");
+    assert!(err.contains("    let y = mish(acc);\n   |             ^^^^"), "{err}");
 }
 
 /// Every program is lowered, so one build reports all their errors.
@@ -95,11 +95,11 @@ fn user_errors_fail_the_build_with_file_line_and_caret() {
 fn every_error_of_a_file_is_reported_at_once() {
     let err = try_file(
         "nvcc-test-two-errors",
-        "#[coda::epilogue]\nfn p(acc: Acc) -> Tile<bf16> {\n    let y = gelu(acc);\n    y\n}\n\n\
+        "#[coda::epilogue]\nfn p(acc: Acc) -> Tile<bf16> {\n    let y = mish(acc);\n    y\n}\n\n\
          #[coda::epilogue]\nfn q(acc: Acc) -> Tile<bf16> {\n    let y = acc + zz;\n    y\n}\n",
     );
     assert_eq!(err.matches("error: ").count(), 2, "{err}");
-    assert!(err.contains("unknown function `gelu`") && err.contains("bad.rs:3:13"), "{err}");
+    assert!(err.contains("unknown function `mish`") && err.contains("bad.rs:3:13"), "{err}");
     assert!(err.contains("unknown name `zz`") && err.contains("bad.rs:9:19"), "{err}");
 }
 

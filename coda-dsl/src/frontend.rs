@@ -295,6 +295,33 @@ impl Lowering {
                 let w = self.join(&[a, b], span)?;
                 Ok(Value::Elem(self.push(Op::Binary(op, a, b), w, span)))
             }
+            "pow" => {
+                // x^n as multiplications by squaring: exact in the interpreter's
+                // precisions, no exp/log on the device.
+                arity(2)?;
+                let x = self.elem(args[0])?;
+                let n = match args[1] {
+                    Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(i), .. }) => i.base10_parse::<u32>().ok().filter(|n| (1..=8).contains(n)),
+                    _ => None,
+                };
+                let n = n.ok_or_else(|| syn::Error::new(args[1].span(), "`pow`'s exponent must be an integer literal from 1 to 8"))?;
+                let w = self.widths[x];
+                let (mut result, mut square, mut e) = (None, x, n);
+                loop {
+                    if e & 1 == 1 {
+                        result = Some(match result {
+                            None => square,
+                            Some(r) => self.push(Op::Binary(BinaryOp::Mul, r, square), w, span),
+                        });
+                    }
+                    e >>= 1;
+                    if e == 0 {
+                        break;
+                    }
+                    square = self.push(Op::Binary(BinaryOp::Mul, square, square), w, span);
+                }
+                Ok(Value::Elem(result.expect("n ≥ 1")))
+            }
             "select" => {
                 arity(3)?;
                 let cnd = self.elem(args[0])?;
@@ -353,7 +380,7 @@ impl Lowering {
             _ => Err(syn::Error::new(
                 c.func.span(),
                 format!(
-                    "unknown function `{fname}`; the DSL has {}, max, min, select, pair, unpair, row_sum, col_sum, row_lse, gather, onehot",
+                    "unknown function `{fname}`; the DSL has {}, pow, max, min, select, pair, unpair, row_sum, col_sum, row_lse, gather, onehot",
                     UnaryOp::ALL[1..].iter().map(|u| u.name()).collect::<Vec<_>>().join(", ")
                 ),
             )),

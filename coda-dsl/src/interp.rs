@@ -216,16 +216,14 @@ pub fn evaluate(
                     };
                     for t in 0..n_tiles {
                         let cols = t * tile_n..((t + 1) * tile_n).min(n);
-                        let mx = cols.clone().map(|c| at(&vals[src], c)).fold(f64::NEG_INFINITY, f64::max);
-                        let se = if mx == f64::NEG_INFINITY {
-                            0.0
-                        } else {
+                        let mx = lse_max(cols.clone().map(|c| at(&vals[src], c)));
+                        let se = lse_empty_or_infinite(mx).unwrap_or_else(|| {
                             let terms = cols.map(|c| (at(&vals[src], c) - mx).exp());
                             match precision {
                                 Precision::F64 => terms.sum(),
                                 _ => terms.fold(0f32, |s, e| s + e as f32) as f64,
                             }
-                        };
+                        });
                         out[r * 2 * n_tiles + 2 * t] = mx;
                         out[r * 2 * n_tiles + 2 * t + 1] = se;
                     }
@@ -272,6 +270,9 @@ pub fn unary(op: UnaryOp, x: f64) -> f64 {
         UnaryOp::Silu => x / (1.0 + (-x).exp()),
         UnaryOp::Cos => x.cos(),
         UnaryOp::Sin => x.sin(),
+        UnaryOp::Gelu => 0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x)).tanh()),
+        UnaryOp::GeluExact => 0.5 * x * (1.0 + libm::erf(x * std::f64::consts::FRAC_1_SQRT_2)),
+        UnaryOp::Softplus => x.max(0.0) + (-x.abs()).exp().ln_1p(),
     }
 }
 
@@ -305,16 +306,37 @@ pub fn col_partials_from_device(device: &[f32], n_padded: usize, n: usize) -> Ve
     device.chunks(n_padded).flat_map(|row| row[..n].iter().map(|&v| v as f64)).collect()
 }
 
+/// The running max of a log-sum-exp: NaN if any value is NaN (IEEE's
+/// `max` would drop it, and a row of NaN logits would read as empty).
+fn lse_max(values: impl Iterator<Item = f64>) -> f64 {
+    values.fold(f64::NEG_INFINITY, |m, x| if m.is_nan() || x.is_nan() { f64::NAN } else { m.max(x) })
+}
+
+/// `Σ exp(x − max)` where `max` alone decides it: NaN stays NaN, an empty or
+/// all −∞ row sums to 0 (its lse is −∞), and a +∞ max to 1 (its lse is +∞,
+/// not the NaN of `∞ − ∞`). The kernels follow the same rules (rowstate.hpp).
+fn lse_empty_or_infinite(max: f64) -> Option<f64> {
+    if max.is_nan() {
+        Some(f64::NAN)
+    } else if max == f64::NEG_INFINITY {
+        Some(0.0)
+    } else if max == f64::INFINITY {
+        Some(1.0)
+    } else {
+        None
+    }
+}
+
 /// `lse[m] = max_t + log Σ_t s_t · exp(max_t − max)` from logical `[rows, n_tiles, 2]` partials.
 pub fn lse_from_partials(partials: &[f64], n_tiles: usize) -> Vec<f64> {
     partials
         .chunks(2 * n_tiles)
         .map(|row| {
-            let mx = row.iter().step_by(2).copied().fold(f64::NEG_INFINITY, f64::max);
-            if mx == f64::NEG_INFINITY {
-                return f64::NEG_INFINITY;
+            let mx = lse_max(row.iter().step_by(2).copied());
+            match lse_empty_or_infinite(mx) {
+                Some(_) => mx,
+                None => mx + row.chunks(2).map(|p| p[1] * (p[0] - mx).exp()).sum::<f64>().ln(),
             }
-            mx + row.chunks(2).map(|p| p[1] * (p[0] - mx).exp()).sum::<f64>().ln()
         })
         .collect()
 }

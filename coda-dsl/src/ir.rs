@@ -96,10 +96,16 @@ pub enum UnaryOp {
     Silu,
     Cos,
     Sin,
+    /// GELU, tanh form: `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`.
+    Gelu,
+    /// GELU with the error function: `0.5·x·(1 + erf(x/√2))`.
+    GeluExact,
+    /// `log(1 + eˣ)`.
+    Softplus,
 }
 
 impl UnaryOp {
-    pub const ALL: [UnaryOp; 11] = [
+    pub const ALL: [UnaryOp; 14] = [
         UnaryOp::Neg,
         UnaryOp::Exp,
         UnaryOp::Log,
@@ -111,6 +117,9 @@ impl UnaryOp {
         UnaryOp::Silu,
         UnaryOp::Cos,
         UnaryOp::Sin,
+        UnaryOp::Gelu,
+        UnaryOp::GeluExact,
+        UnaryOp::Softplus,
     ];
     /// The DSL function name (`Neg` is the prefix `-` operator).
     pub fn name(self) -> &'static str {
@@ -126,6 +135,9 @@ impl UnaryOp {
             UnaryOp::Silu => "silu",
             UnaryOp::Cos => "cos",
             UnaryOp::Sin => "sin",
+            UnaryOp::Gelu => "gelu",
+            UnaryOp::GeluExact => "gelu_exact",
+            UnaryOp::Softplus => "softplus",
         }
     }
 }

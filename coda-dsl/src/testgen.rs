@@ -12,7 +12,7 @@
 //! Coverage: every input kind and element type (`PerRow<i32>` only through
 //! `gather`/`onehot`), map programs (no `Acc`, the first input a `Tile`),
 //! scalars and float/integer literals, element-wise expressions of random
-//! depth over every unary and binary operator and `select`, `unpair` of
+//! depth over every unary and binary operator, `pow` and `select`, `unpair` of
 //! full-width values and `DoubleTile` inputs, `pair` of half- and
 //! full-width values, `row_sum`/`col_sum`/`row_lse`, `gather`/`onehot`, and
 //! every output kind, several of each; options drawn from the configs
@@ -63,6 +63,21 @@ pub fn runner(cases: u32, seed: u64) -> TestRunner {
         max_shrink_iters: 4096,
         ..Default::default()
     })
+}
+
+/// `count` programs drawn from `seed` (the same list on every call), public
+/// and named `{prefix}{index}`: a batch to compile into one crate.
+pub fn batch(count: usize, seed: u64, prefix: &str) -> Vec<Generated> {
+    use proptest::strategy::ValueTree;
+    let mut runner = runner(1, seed);
+    (0..count)
+        .map(|i| {
+            let g = programs().new_tree(&mut runner).expect("the generator never rejects").current();
+            let name = format!("{prefix}{i:03}");
+            let source = g.source.replacen(&format!("fn {}(", g.name), &format!("pub fn {name}("), 1);
+            Generated { source, name, ..g }
+        })
+        .collect()
 }
 
 /// The choice lists programs are generated from.
@@ -206,9 +221,14 @@ impl Gen<'_> {
         let d = depth.saturating_sub(1);
         match form {
             1 => {
-                let op = *self.s.pick(&UnaryOp::ALL);
+                // Every unary op, or `pow` with a small exponent.
+                let i = self.s.below(UnaryOp::ALL.len() + 1);
                 let (a, w) = self.expr(target, d);
-                let e = if op == UnaryOp::Neg { format!("(-{a})") } else { format!("{}({a})", op.name()) };
+                let e = match UnaryOp::ALL.get(i) {
+                    Some(UnaryOp::Neg) => format!("(-{a})"),
+                    Some(op) => format!("{}({a})", op.name()),
+                    None => format!("pow({a}, {})", 1 + self.s.below(4)),
+                };
                 (e, w)
             }
             2 | 3 => {

@@ -64,7 +64,7 @@ fn config_attribute_is_parsed_and_checked() {
 fn a_file_reports_the_errors_of_every_program() {
     let file: syn::File = syn::parse2(quote! {
         #[coda::epilogue]
-        fn p(acc: Acc) -> Tile<bf16> { let y = gelu(acc); y }
+        fn p(acc: Acc) -> Tile<bf16> { let y = mish(acc); y }
         #[coda::epilogue]
         fn ok(acc: Acc) -> Tile<bf16> { let y = acc; y }
         mod m {
@@ -75,7 +75,7 @@ fn a_file_reports_the_errors_of_every_program() {
     .unwrap();
     let errors: Vec<String> = coda_dsl::lower_file(&file).unwrap_err().into_iter().map(|e| e.to_string()).collect();
     assert_eq!(errors.len(), 2, "{errors:?}");
-    assert!(errors[0].contains("unknown function `gelu`"), "{errors:?}");
+    assert!(errors[0].contains("unknown function `mish`"), "{errors:?}");
     assert!(errors[1].contains("tile (64, 64) is not supported"), "{errors:?}");
     let names: Vec<String> = coda_dsl::frontend::epilogue_fns(&file).iter().map(|f| f.sig.ident.to_string()).collect();
     assert_eq!(names, ["p", "ok", "q"]);
@@ -103,8 +103,11 @@ fn config_names() {
 #[test]
 fn user_errors_name_the_rule() {
     let cases = [
-        (quote!(fn p(acc: Acc) -> Tile<bf16> { let y = gelu(acc); y }), "unknown function `gelu`"),
+        (quote!(fn p(acc: Acc) -> Tile<bf16> { let y = mish(acc); y }), "unknown function `mish`"),
         (quote!(fn p(acc: Acc) -> Tile<bf16> { let y = exp(acc, acc); y }), "`exp` takes 1 argument, got 2"),
+        (quote!(fn p(acc: Acc) -> Tile<bf16> { let y = pow(acc, 9); y }), "`pow`'s exponent must be an integer literal from 1 to 8"),
+        (quote!(fn p(acc: Acc) -> Tile<bf16> { let y = pow(acc, acc); y }), "`pow`'s exponent must be an integer literal from 1 to 8"),
+        (quote!(fn p(acc: Acc) -> Tile<bf16> { let y = pow(acc, 2.0); y }), "`pow`'s exponent must be an integer literal from 1 to 8"),
         (quote!(fn p(acc: Acc) -> Tile<bf16> { let y = acc + q; y }), "unknown name `q`"),
         (quote!(fn p(acc: Acc, z: Tile<bf16>) -> Tile<bf16> { let y = acc; y }), "input `z` is never used"),
         (quote!(fn p(acc: Acc) -> Tile<bf16> { let t = acc * 2.0; let y = acc; y }), "`t` is computed but never used"),

@@ -305,3 +305,56 @@ fn rank_one_stores_keep_one_value_per_row_or_column() {
     assert_eq!(out["rr"], r.iter().map(|v| v * 2.0).collect::<Vec<_>>());
     assert_eq!(out["gg"], g.iter().map(|v| v + 1.0).collect::<Vec<_>>());
 }
+
+/// IEEE special values through `row_lse` and its finisher: a NaN anywhere in
+/// a row is NaN (a max that skipped it would hide it), +∞ gives +∞ (not
+/// ∞ − ∞ = NaN), an all −∞ row −∞; and the new maps and `pow` mean what
+/// they say.
+#[test]
+fn lse_of_special_values_and_new_maps() {
+    let p = program(
+        quote! { fn ce(acc: Acc) -> LsePartial<f32> { let lse = row_lse(acc); lse } },
+        Config { tile_n: 128, ..Config::default() },
+    );
+    let n = 200;
+    let (inf, nan) = (f64::INFINITY, f64::NAN);
+    let rows: [Vec<f64>; 4] = [
+        (0..n).map(|c| if c == 150 { nan } else { 1.0 }).collect(),
+        (0..n).map(|c| if c == 3 { inf } else { 1.0 }).collect(),
+        vec![f64::NEG_INFINITY; n],
+        (0..n).map(|c| if c % 2 == 0 { 1e4 } else { -1e4 }).collect(),
+    ];
+    let out = eval(&p, rows.len(), n, rows.concat(), &[]);
+    let lse = interp::lse_from_partials(&out["lse"], 2);
+    assert!(lse[0].is_nan(), "{lse:?}");
+    assert!(out["lse"][2].is_nan() && out["lse"][3].is_nan(), "the NaN tile's partials are NaN");
+    assert_eq!(lse[1], inf);
+    assert_eq!((out["lse"][4], out["lse"][5]), (inf, 1.0), "a +∞ max sums to 1");
+    assert_eq!(lse[2], f64::NEG_INFINITY);
+    assert!((lse[3] - (1e4 + 100f64.ln())).abs() < 1e-9, "{}", lse[3]);
+
+    let maps = program(
+        quote! {
+            fn act(acc: Acc) -> (Tile<f32>, Tile<f32>, Tile<f32>, Tile<f32>) {
+                let g = gelu(acc);
+                let ge = gelu_exact(acc);
+                let sp = softplus(acc);
+                let p = pow(acc, 7);
+                (g, ge, sp, p)
+            }
+        },
+        Config::default(),
+    );
+    let xs = vec![-3.0, -0.5, 0.0, 0.75, 2.5, 40.0];
+    let out = eval(&maps, 1, xs.len(), xs.clone(), &[]);
+    for (i, &x) in xs.iter().enumerate() {
+        let tanh_form = 0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x.powi(3))).tanh());
+        assert!((out["g"][i] - tanh_form).abs() < 1e-12, "gelu({x})");
+        // erf(x/√2) = 2Φ(x) − 1; Φ(0.75) = 0.773372647623132 (tables).
+        if x == 0.75 {
+            assert!((out["ge"][i] - 0.75 * 0.773372647623132).abs() < 1e-12, "gelu_exact(0.75) = {}", out["ge"][i]);
+        }
+        assert!((out["sp"][i] - (1.0 + x.exp()).ln()).abs() < 1e-12 * (1.0 + x.abs()), "softplus({x})");
+        assert_eq!(out["p"][i], x * x * x * x * x * x * x, "pow({x}, 7) is multiplications");
+    }
+}

@@ -105,7 +105,8 @@ fn clean(v: f64, e: f64) -> f64 {
 /// bound `(|a|e_b + |b|e_a) / (|b|(|b| − e_b))`, infinite when `|b| ≤ e_b`;
 /// `max min`: `max(e_a, e_b)`; monotone unary ops (`exp log sqrt rsqrt`):
 /// the larger change of `f` at `x ± e`; the others by their Lipschitz
-/// constant (`neg abs tanh sigmoid cos sin`: 1, `silu`: 1.1); `select`: the
+/// constant (`neg abs tanh sigmoid cos sin softplus`: 1, `silu`: 1.1,
+/// `gelu gelu_exact`: 1.13); `select`: the
 /// chosen branch's `e`, or `max(e_a, e_b) + |a − b|` when `|c| ≤ e_c` (the
 /// branch may flip); each rounded result adds `u(|v| + e) + TINY`, stores
 /// the same with their dtype's unit roundoff; f32 sums of `k` terms add
@@ -176,6 +177,7 @@ fn bounds(p: &Program, m: usize, n: usize, inp: &Inputs, u: f64) -> HashMap<Stri
                                     if d1.is_nan() || d2.is_nan() { f64::INFINITY } else { d1.max(d2) }
                                 }
                                 UnaryOp::Silu => 1.1 * ex,
+                                UnaryOp::Gelu | UnaryOp::GeluExact => 1.13 * ex,
                                 _ => ex,
                             }
                         };

@@ -68,7 +68,11 @@ pub struct BackwardState {
 }
 
 impl BackwardState {
+    /// A config that fails [`BlockConfig::check`], or `tokens` outside
+    /// `1..=2^31 − 1`, is [`Error::Arg`], before anything is allocated.
     pub fn new(stream: &Stream, c: &BlockConfig, tokens: usize) -> Result<BackwardState, Error> {
+        c.check()?;
+        super::check_tokens(tokens)?;
         super::ship_tuning()?;
         let (m, d, f) = (tokens, c.hidden, c.ffn);
         let norm_choice = tune::choose(&norm_backward::KERNEL, stream, Problem { m, n: d, k: 2 * f })?;
@@ -106,7 +110,10 @@ impl BackwardState {
 }
 
 impl BlockGrads {
+    /// With the rules of [`BackwardState::new`].
     pub fn new(stream: &Stream, c: &BlockConfig, tokens: usize) -> Result<BlockGrads, Error> {
+        c.check()?;
+        super::check_tokens(tokens)?;
         let (m, d, f) = (tokens, c.hidden, c.ffn);
         Ok(BlockGrads {
             dattn: Tensor::zeros(stream, &[m, c.attn_width()])?,

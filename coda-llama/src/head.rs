@@ -28,14 +28,17 @@ use coda_runtime::{ColPartials, Error, Launches, LsePartials, RowPartials, Strea
 /// Launches of [`head_forward`].
 pub const HEAD_FORWARD_LAUNCHES: Launches = Launches { fused: 2, aux: 3, blas: 0 };
 
-/// Launches of [`head_backward`] with `chunks` row chunks.
+/// Launches of [`head_backward`] with `chunks` row chunks (saturating: no
+/// stream counts that many).
 pub fn head_backward_launches(chunks: usize) -> Launches {
-    Launches { fused: 2 * chunks, aux: 1 + 2 * chunks, blas: chunks }
+    let per = |n: usize, fixed: usize| chunks.saturating_mul(n).saturating_add(fixed);
+    Launches { fused: per(2, 0), aux: per(2, 1), blas: chunks }
 }
 
-/// Launches of [`head_forward_backward`] with `chunks` row chunks.
+/// Launches of [`head_forward_backward`] with `chunks` row chunks (saturating).
 pub fn head_forward_backward_launches(chunks: usize) -> Launches {
-    Launches { fused: 1 + 3 * chunks, aux: 3 + 3 * chunks, blas: chunks }
+    let per = |n: usize, fixed: usize| chunks.saturating_mul(n).saturating_add(fixed);
+    Launches { fused: per(3, 1), aux: per(3, 3), blas: chunks }
 }
 
 /// The final norm's weight and the LM head `[V, d]` (a `Linear` weight).
@@ -60,7 +63,9 @@ impl HeadWeights {
         self.gamma.len()
     }
     pub fn vocab(&self) -> usize {
-        self.w.shape()[0]
+        // The fields are public: a `w` since replaced by a rank-0 tensor has
+        // no rows (and every launch refuses it), rather than a panic here.
+        self.w.shape().first().copied().unwrap_or(0)
     }
 }
 
@@ -81,11 +86,10 @@ pub struct HeadState {
 }
 
 impl HeadState {
+    /// `tokens` outside `1..=2^31 − 1` is [`Error::Arg`], before anything is allocated.
     pub fn new(stream: &Stream, h: &HeadWeights, tokens: usize) -> Result<HeadState, Error> {
+        super::check_tokens(tokens)?;
         super::ship_tuning()?;
-        if tokens == 0 {
-            return Err(Error::arg("tokens", "must be ≥ 1"));
-        }
         let (m, d) = (tokens, h.hidden());
         Ok(HeadState {
             tokens,
@@ -148,7 +152,9 @@ pub struct HeadGrads {
 }
 
 impl HeadGrads {
+    /// `tokens` outside `1..=2^31 − 1` is [`Error::Arg`], before anything is allocated.
     pub fn new(stream: &Stream, h: &HeadWeights, tokens: usize) -> Result<HeadGrads, Error> {
+        super::check_tokens(tokens)?;
         Ok(HeadGrads {
             dx: Tensor::zeros(stream, &[tokens, h.hidden()])?,
             dgamma: Tensor::zeros(stream, &[h.hidden()])?,
@@ -198,6 +204,7 @@ impl Chunk {
 
     /// The buffers for a chunk of `rows` rows: the full chunk's or the short last one's.
     fn pick<'a>(full: &'a mut Chunk, last: &'a mut Option<Chunk>, rows: usize) -> &'a mut Chunk {
+        // `HeadBackwardState::new` allocated both for its private `tokens` and `chunk_rows`.
         if rows == full.rows { full } else { last.as_mut().expect("allocated for the short chunk") }
     }
 
@@ -213,10 +220,11 @@ impl Chunk {
 }
 
 /// The backward's buffers: per-row loss weights and the buffers of one
-/// chunk (and of the shorter last chunk, if any).
+/// chunk (and of the shorter last chunk, if any). Its sizes are private: the
+/// chunk buffers are allocated for them.
 pub struct HeadBackwardState {
-    pub tokens: usize,
-    pub chunk_rows: usize,
+    tokens: usize,
+    chunk_rows: usize,
     row_weights: Tensor<f32>,
     full: Chunk,
     last: Option<Chunk>,
@@ -225,16 +233,12 @@ pub struct HeadBackwardState {
 
 impl HeadBackwardState {
     /// Buffers for `tokens` rows in chunks of `chunk_rows` (a multiple of 256):
-    /// two `chunk_rows × V` bf16 buffers (logits and their gradient) per chunk shape.
+    /// two `chunk_rows × V` bf16 buffers (logits and their gradient) per chunk
+    /// shape. `tokens` outside `1..=2^31 − 1`, or `chunk_rows` not a positive
+    /// multiple of 256, is [`Error::Arg`], before anything is allocated.
     pub fn new(stream: &Stream, h: &HeadWeights, tokens: usize, chunk_rows: usize) -> Result<HeadBackwardState, Error> {
+        let chunk_rows = chunk_rows_for(tokens, chunk_rows)?;
         super::ship_tuning()?;
-        if tokens == 0 {
-            return Err(Error::arg("tokens", "must be ≥ 1"));
-        }
-        if chunk_rows == 0 || chunk_rows % 256 != 0 {
-            return Err(Error::arg("chunk_rows", format!("{chunk_rows} must be a positive multiple of 256")));
-        }
-        let chunk_rows = chunk_rows.min(tokens.div_ceil(256) * 256);
         let rest = tokens % chunk_rows;
         Ok(HeadBackwardState {
             tokens,
@@ -244,6 +248,15 @@ impl HeadBackwardState {
             last: if rest > 0 && tokens > chunk_rows { Some(Chunk::new(stream, h, rest)?) } else { None },
             blas: Cublas::new(stream)?,
         })
+    }
+
+    pub fn tokens(&self) -> usize {
+        self.tokens
+    }
+
+    /// Rows per chunk: as asked, or `tokens` rounded up to 256 if fewer.
+    pub fn chunk_rows(&self) -> usize {
+        self.chunk_rows
     }
 
     pub fn chunks(&self) -> usize {
@@ -260,6 +273,18 @@ impl HeadBackwardState {
     pub fn chunk_bytes(&self) -> usize {
         self.full.bytes() + self.last.as_ref().map_or(0, Chunk::bytes)
     }
+}
+
+/// The rows per chunk for `tokens` rows in chunks of `chunk_rows`: `tokens`
+/// in `1..=2^31 − 1` (a GEMM's M), `chunk_rows` a positive multiple of 256,
+/// clamped to `tokens` rounded up to 256 (no buffer larger than needed).
+fn chunk_rows_for(tokens: usize, chunk_rows: usize) -> Result<usize, Error> {
+    super::check_tokens(tokens)?;
+    if chunk_rows == 0 || chunk_rows % 256 != 0 {
+        return Err(Error::arg("chunk_rows", format!("{chunk_rows} must be a positive multiple of 256")));
+    }
+    // `tokens` < 2^31: rounding it up cannot overflow.
+    Ok(chunk_rows.min(tokens.div_ceil(256) * 256))
 }
 
 /// The tail backward for the mean loss: `x` and `targets` as given to
@@ -384,4 +409,36 @@ fn input_and_weight_grads(
         aux::col_sums_add(stream, &c.dgamma_partials, &mut g.dgamma)?;
     }
     blas.weight_grad(stream, &c.dlogits, &c.xg, &mut g.dw, !first)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::refused;
+
+    /// Chunks are clamped to the tokens rounded up to 256; token counts no
+    /// GEMM takes are refused before the rounding, which would wrap to 0 and
+    /// divide by it.
+    #[test]
+    fn chunk_rows_follow_their_rules() {
+        assert_eq!(chunk_rows_for(1000, 256).unwrap(), 256);
+        assert_eq!(chunk_rows_for(1000, 4096).unwrap(), 1024);
+        assert_eq!(chunk_rows_for(i32::MAX as usize, 1 << 20).unwrap(), 1 << 20);
+        for tokens in [0, i32::MAX as usize + 1, usize::MAX] {
+            refused(chunk_rows_for(tokens, 256), "tokens", "must be in 1..=2^31 − 1");
+        }
+        for chunk_rows in [0, 100, 257] {
+            refused(chunk_rows_for(1000, chunk_rows), "chunk_rows", "must be a positive multiple of 256");
+        }
+    }
+
+    /// Launch counts of absurd chunk counts saturate instead of wrapping.
+    #[test]
+    fn launch_counts_saturate() {
+        assert_eq!(head_backward_launches(3), Launches { fused: 6, aux: 7, blas: 3 });
+        assert_eq!(head_forward_backward_launches(3), Launches { fused: 10, aux: 12, blas: 3 });
+        let max = Launches { fused: usize::MAX, aux: usize::MAX, blas: usize::MAX };
+        assert_eq!(head_backward_launches(usize::MAX), max);
+        assert_eq!(head_forward_backward_launches(usize::MAX / 3 + 1), Launches { blas: usize::MAX / 3 + 1, ..max });
+    }
 }

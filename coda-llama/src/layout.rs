@@ -6,41 +6,75 @@
 //! Permuting the rows of `Wq` and `Wk` the same way permutes the columns of
 //! q and k the same way inside each head, so attention scores `q · kᵀ` are
 //! unchanged; v is left as it is.
+//!
+//! Each converter checks its slices' lengths against the dims it is given
+//! (with checked products) and refuses a mismatch with [`Error::Arg`].
 
-/// `[g0, u0, g1, u1, …]` rows from `gate` and `up`, each `[f, d]`.
-pub fn interleave_gate_up<T: Copy>(gate: &[T], up: &[T], f: usize, d: usize) -> Vec<T> {
-    assert_eq!(gate.len(), f * d, "gate must be [f, d]");
-    assert_eq!(up.len(), f * d, "up must be [f, d]");
-    let mut out = Vec::with_capacity(2 * f * d);
+use coda_runtime::Error;
+
+/// Checks that `v` holds `dims` row-major (`rule` says which, in words);
+/// when their product overflows, no slice does.
+fn shaped<T>(name: &str, v: &[T], rule: &str, dims: &[usize]) -> Result<(), Error> {
+    let want = dims.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+    if want == Some(v.len()) {
+        return Ok(());
+    }
+    let want = want.map_or("more than usize::MAX".to_string(), |n| n.to_string());
+    Err(Error::arg(name, format!("{} elements, must be {rule}: {want} elements", v.len())))
+}
+
+/// `[g0, u0, g1, u1, …]` rows from `gate` and `up`, each `[f, d]`; a
+/// length that is not `f · d` is [`Error::Arg`].
+pub fn interleave_gate_up<T: Copy>(gate: &[T], up: &[T], f: usize, d: usize) -> Result<Vec<T>, Error> {
+    let rule = format!("[f, d] = [{f}, {d}]");
+    shaped("gate", gate, &rule, &[f, d])?;
+    shaped("up", up, &rule, &[f, d])?;
+    let mut out = Vec::with_capacity(gate.len() + up.len());
     for j in 0..f {
         out.extend_from_slice(&gate[j * d..(j + 1) * d]);
         out.extend_from_slice(&up[j * d..(j + 1) * d]);
     }
-    out
+    Ok(out)
 }
 
-/// The inverse of [`interleave_gate_up`]: `(gate, up)`.
-pub fn split_gate_up<T: Copy>(w: &[T], f: usize, d: usize) -> (Vec<T>, Vec<T>) {
-    assert_eq!(w.len(), 2 * f * d, "w must be [2f, d]");
+/// The inverse of [`interleave_gate_up`]: `(gate, up)`; a length of `w`
+/// that is not `2 · f · d` is [`Error::Arg`].
+pub fn split_gate_up<T: Copy>(w: &[T], f: usize, d: usize) -> Result<(Vec<T>, Vec<T>), Error> {
+    shaped("w", w, &format!("[2f, d] with f = {f}, d = {d}"), &[2, f, d])?;
     let rows = |part: usize| (0..f).flat_map(|j| w[(2 * j + part) * d..(2 * j + part + 1) * d].iter().copied()).collect();
-    (rows(0), rows(1))
+    Ok((rows(0), rows(1)))
 }
 
 /// Reorders each head's rows from the rotate_half pairing `(i, i + hd/2)` to
-/// adjacent pairs `(2i, 2i + 1)`; `w` is `[heads · hd, d]`.
-pub fn rope_pairs_adjacent<T: Copy>(w: &[T], heads: usize, head_dim: usize, d: usize) -> Vec<T> {
-    permute_head_rows(w, heads, head_dim, d, |new| if new % 2 == 0 { new / 2 } else { new / 2 + head_dim / 2 })
+/// adjacent pairs `(2i, 2i + 1)`; `w` is `[heads · hd, d]`. An odd or zero
+/// `head_dim`, or a length of `w` that is not `heads · head_dim · d`, is [`Error::Arg`].
+pub fn rope_pairs_adjacent<T: Copy>(w: &[T], heads: usize, head_dim: usize, d: usize) -> Result<Vec<T>, Error> {
+    pairs_adjacent(("w", "heads"), w, heads, head_dim, d)
 }
 
-/// The inverse of [`rope_pairs_adjacent`].
-pub fn rope_pairs_half<T: Copy>(w: &[T], heads: usize, head_dim: usize, d: usize) -> Vec<T> {
+/// The inverse of [`rope_pairs_adjacent`], with its rules.
+pub fn rope_pairs_half<T: Copy>(w: &[T], heads: usize, head_dim: usize, d: usize) -> Result<Vec<T>, Error> {
     let half = head_dim / 2;
-    permute_head_rows(w, heads, head_dim, d, |new| if new < half { 2 * new } else { 2 * (new - half) + 1 })
+    permute_head_rows(("w", "heads"), w, heads, head_dim, d, |new| if new < half { 2 * new } else { 2 * (new - half) + 1 })
 }
 
-fn permute_head_rows<T: Copy>(w: &[T], heads: usize, hd: usize, d: usize, old_of: impl Fn(usize) -> usize) -> Vec<T> {
-    assert_eq!(w.len(), heads * hd * d, "w must be [heads · head_dim, d]");
-    assert!(hd % 2 == 0, "head_dim must be even");
+fn pairs_adjacent<T: Copy>(names: (&str, &str), w: &[T], heads: usize, hd: usize, d: usize) -> Result<Vec<T>, Error> {
+    permute_head_rows(names, w, heads, hd, d, |new| if new % 2 == 0 { new / 2 } else { new / 2 + hd / 2 })
+}
+
+/// Permutes the rows of each head of `w` (`names`: the weight's and its head count's).
+fn permute_head_rows<T: Copy>(
+    (name, heads_name): (&str, &str),
+    w: &[T],
+    heads: usize,
+    hd: usize,
+    d: usize,
+    old_of: impl Fn(usize) -> usize,
+) -> Result<Vec<T>, Error> {
+    if hd == 0 || hd % 2 != 0 {
+        return Err(Error::arg("head_dim", format!("{hd} must be positive and even (RoPE rotates pairs)")));
+    }
+    shaped(name, w, &format!("[{heads_name} · head_dim, d] with {heads_name} = {heads}, head_dim = {hd}, d = {d}"), &[heads, hd, d])?;
     let mut out = Vec::with_capacity(w.len());
     for h in 0..heads {
         for new in 0..hd {
@@ -48,15 +82,65 @@ fn permute_head_rows<T: Copy>(w: &[T], heads: usize, hd: usize, d: usize, old_of
             out.extend_from_slice(&w[old * d..(old + 1) * d]);
         }
     }
-    out
+    Ok(out)
 }
 
 /// The kernels' `[(heads + 2·kv_heads) · hd, d]` qkv weight from checkpoint
-/// `wq` `[heads · hd, d]`, `wk` and `wv` `[kv_heads · hd, d]` (rotate_half pairing).
-pub fn qkv_from_checkpoint<T: Copy>(wq: &[T], wk: &[T], wv: &[T], heads: usize, kv_heads: usize, hd: usize, d: usize) -> Vec<T> {
-    let mut out = rope_pairs_adjacent(wq, heads, hd, d);
-    out.extend(rope_pairs_adjacent(wk, kv_heads, hd, d));
-    assert_eq!(wv.len(), kv_heads * hd * d, "wv must be [kv_heads · head_dim, d]");
+/// `wq` `[heads · hd, d]`, `wk` and `wv` `[kv_heads · hd, d]` (rotate_half
+/// pairing); the rules of [`rope_pairs_adjacent`], naming `wq`, `wk` or `wv`.
+pub fn qkv_from_checkpoint<T: Copy>(wq: &[T], wk: &[T], wv: &[T], heads: usize, kv_heads: usize, hd: usize, d: usize) -> Result<Vec<T>, Error> {
+    let mut out = pairs_adjacent(("wq", "heads"), wq, heads, hd, d)?;
+    out.extend(pairs_adjacent(("wk", "kv_heads"), wk, kv_heads, hd, d)?);
+    shaped("wv", wv, &format!("[kv_heads · head_dim, d] with kv_heads = {kv_heads}, head_dim = {hd}, d = {d}"), &[kv_heads, hd, d])?;
     out.extend_from_slice(wv);
-    out
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::refused;
+
+    /// Slices of the wrong length are refused by name, also for dims whose
+    /// product wraps around to the slice's length.
+    #[test]
+    fn gate_up_lengths_are_checked() {
+        let (f, d) = (3, 4);
+        let (gate, up): (Vec<u32>, Vec<u32>) = ((0..12).collect(), (100..112).collect());
+        let w = interleave_gate_up(&gate, &up, f, d).unwrap();
+        assert_eq!(split_gate_up(&w, f, d).unwrap(), (gate.clone(), up.clone()));
+        refused(interleave_gate_up(&gate[..11], &up, f, d), "gate", "11 elements, must be [f, d] = [3, 4]: 12 elements");
+        refused(interleave_gate_up(&gate, &up[..8], f, d), "up", "must be [f, d]");
+        refused(interleave_gate_up(&gate, &up, (1 << 63) + 6, 2), "gate", ": more than usize::MAX elements");
+        refused(split_gate_up(&w[..20], f, d), "w", "must be [2f, d] with f = 3, d = 4: 24 elements");
+        refused(split_gate_up(&w, (1 << 62) + 6, 2), "w", "more than usize::MAX");
+    }
+
+    /// RoPE pairs need an even, non-zero head_dim and a `[heads · head_dim, d]` weight.
+    #[test]
+    fn rope_pair_rules_are_checked() {
+        let w: Vec<u32> = (0..2 * 8 * 3).collect();
+        let adj = rope_pairs_adjacent(&w, 2, 8, 3).unwrap();
+        assert_eq!(rope_pairs_half(&adj, 2, 8, 3).unwrap(), w);
+        let odd: Vec<u32> = (0..2 * 7 * 3).collect();
+        refused(rope_pairs_adjacent(&odd, 2, 7, 3), "head_dim", "7 must be positive and even");
+        refused(rope_pairs_half(&odd, 2, 7, 3), "head_dim", "positive and even");
+        refused(rope_pairs_adjacent(&w, 2, 0, 3), "head_dim", "0 must be positive and even");
+        refused(rope_pairs_adjacent(&w[1..], 2, 8, 3), "w", "47 elements, must be [heads · head_dim, d] with heads = 2, head_dim = 8, d = 3: 48 elements");
+        refused(rope_pairs_half(&w, (1 << 61) + 2, 8, 3), "w", "more than usize::MAX");
+    }
+
+    /// The qkv converter names the checkpoint weight that is off.
+    #[test]
+    fn qkv_checkpoint_lengths_are_checked() {
+        let (heads, kv, hd, d) = (4, 2, 8, 3);
+        let wq: Vec<u32> = (0..(heads * hd * d) as u32).collect();
+        let wk: Vec<u32> = (0..(kv * hd * d) as u32).collect();
+        let wv = wk.clone();
+        assert_eq!(qkv_from_checkpoint(&wq, &wk, &wv, heads, kv, hd, d).unwrap().len(), (heads + 2 * kv) * hd * d);
+        refused(qkv_from_checkpoint(&wq[1..], &wk, &wv, heads, kv, hd, d), "wq", "must be [heads · head_dim, d]");
+        refused(qkv_from_checkpoint(&wq, &wk[1..], &wv, heads, kv, hd, d), "wk", "must be [kv_heads · head_dim, d] with kv_heads = 2");
+        refused(qkv_from_checkpoint(&wq, &wk, &wv[1..], heads, kv, hd, d), "wv", "must be [kv_heads · head_dim, d]");
+        refused(qkv_from_checkpoint(&wq, &wk, &wv, heads, kv, 5, d), "head_dim", "must be positive and even");
+    }
 }

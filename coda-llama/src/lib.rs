@@ -43,32 +43,41 @@ pub struct BlockConfig {
 }
 
 impl BlockConfig {
-    /// Width of the attention output, the o_proj input: `heads · head_dim`.
+    /// Width of the attention output, the o_proj input: `heads · head_dim`
+    /// (saturating: a config whose widths overflow fails [`BlockConfig::check`]).
     pub fn attn_width(&self) -> usize {
-        self.heads * self.head_dim
+        self.heads.saturating_mul(self.head_dim)
     }
-    /// Width of the qkv projection: `(heads + 2 · kv_heads) · head_dim`.
+    /// Width of the qkv projection: `(heads + 2 · kv_heads) · head_dim` (saturating).
     pub fn qkv_width(&self) -> usize {
-        (self.heads + 2 * self.kv_heads) * self.head_dim
+        self.heads.saturating_add(self.kv_heads.saturating_mul(2)).saturating_mul(self.head_dim)
     }
 
     /// Checks the rules the kernels need; names the field that breaks one.
+    /// Every GEMM dimension (`hidden`, `2 · ffn`, the qkv width, which is at
+    /// least the attention width) must fit the launchers' `int`.
     pub fn check(&self) -> Result<(), Error> {
         let rule = |name: &str, ok: bool, why: &str| if ok { Ok(()) } else { Err(Error::arg(name, why)) };
+        let gemm_dim = |w: usize| w <= i32::MAX as usize;
         rule("hidden", self.hidden > 0 && self.hidden % 8 == 0, "must be a positive multiple of 8")?;
+        rule("hidden", gemm_dim(self.hidden), "must be ≤ 2^31 − 1 (a GEMM dimension)")?;
         rule("ffn", self.ffn > 0 && self.ffn % 8 == 0, "must be a positive multiple of 8")?;
+        rule("ffn", gemm_dim(self.ffn.saturating_mul(2)), "2 · ffn must be ≤ 2^31 − 1 (a GEMM dimension)")?;
         rule("head_dim", self.head_dim > 0 && self.head_dim % 8 == 0, "must be a positive multiple of 8")?;
         rule("heads", self.heads > 0, "must be ≥ 1")?;
         rule("kv_heads", self.kv_heads > 0 && self.heads % self.kv_heads == 0, "must divide heads (GQA)")?;
+        rule("heads", gemm_dim(self.qkv_width()), "(heads + 2 · kv_heads) · head_dim must be ≤ 2^31 − 1 (a GEMM dimension)")?;
         rule("eps", self.eps > 0.0, "must be > 0")?;
         rule("rope_theta", self.rope_theta > 1.0, "must be > 1")
     }
 
     /// The RoPE frequency of every qkv output column: `θ^(−2i/head_dim)` for
-    /// pair `i` of a q or k head (both columns of the pair), 0 for v.
-    pub fn rope_freq(&self) -> Vec<f32> {
+    /// pair `i` of a q or k head (both columns of the pair), 0 for v. A
+    /// config that fails [`BlockConfig::check`] is its [`Error::Arg`].
+    pub fn rope_freq(&self) -> Result<Vec<f32>, Error> {
+        self.check()?;
         let rotated = (self.heads + self.kv_heads) * self.head_dim;
-        (0..self.qkv_width())
+        Ok((0..self.qkv_width())
             .map(|n| {
                 if n >= rotated {
                     return 0.0;
@@ -76,8 +85,16 @@ impl BlockConfig {
                 let i = (n % self.head_dim) / 2;
                 (self.rope_theta as f64).powf(-2.0 * i as f64 / self.head_dim as f64) as f32
             })
-            .collect()
+            .collect())
     }
+}
+
+/// The rule of a token count: the M of every GEMM, so `1..=2^31 − 1`.
+pub(crate) fn check_tokens(tokens: usize) -> Result<(), Error> {
+    if tokens == 0 || tokens > i32::MAX as usize {
+        return Err(Error::arg("tokens", format!("{tokens} must be in 1..=2^31 − 1 (a GEMM's M)")));
+    }
+    Ok(())
 }
 
 /// The weights of one block, on the device, in the kernels' layout.
@@ -108,6 +125,8 @@ pub struct HostWeights {
 }
 
 impl BlockWeights {
+    /// A `config` that fails [`BlockConfig::check`], or a weight of the wrong
+    /// length, is [`Error::Arg`], before anything is copied.
     pub fn upload(stream: &Stream, config: BlockConfig, w: &HostWeights) -> Result<BlockWeights, Error> {
         config.check()?;
         let (d, f) = (config.hidden, config.ffn);
@@ -125,7 +144,7 @@ impl BlockWeights {
             w_down: up("w_down", &w.w_down, &[d, f])?,
             gamma2: up("gamma2", &w.gamma2, &[d])?,
             w_qkv: up("w_qkv", &w.w_qkv, &[config.qkv_width(), d])?,
-            rope_freq: Tensor::from_host(stream, &config.rope_freq(), &[config.qkv_width()])?,
+            rope_freq: Tensor::from_host(stream, &config.rope_freq()?, &[config.qkv_width()])?,
         })
     }
 }
@@ -156,7 +175,11 @@ pub struct BlockState {
 }
 
 impl BlockState {
+    /// A config that fails [`BlockConfig::check`], or `tokens` outside
+    /// `1..=2^31 − 1`, is [`Error::Arg`], before anything is allocated.
     pub fn new(stream: &Stream, c: &BlockConfig, tokens: usize) -> Result<BlockState, Error> {
+        c.check()?;
+        check_tokens(tokens)?;
         ship_tuning()?;
         let (m, d, f) = (tokens, c.hidden, c.ffn);
         Ok(BlockState {
@@ -238,13 +261,55 @@ pub fn block_forward(
     rope::launch(stream, rope::Args { a: &s.u2, b: &w.w_qkv, r: &s.r2, pos, freq: &w.rope_freq, y: &mut s.qkv })
 }
 
+/// Asserts that `r` is an [`Error::Arg`] naming `name` whose rule mentions `rule`.
+#[cfg(test)]
+fn refused<T: std::fmt::Debug>(r: Result<T, Error>, name: &str, rule: &str) {
+    match r {
+        Err(Error::Arg { name: n, rule: r }) => assert!(n == name && r.contains(rule), "`{n}`: {r}"),
+        other => panic!("expected `{name}` refused for `{rule}`, got {other:?}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// The shipped searches name this crate's programs on an H200, and all but
-    /// the two whose config this build leaves out carry the source key of a
-    /// config it compiles, so they apply.
+    fn llama_8b() -> BlockConfig {
+        BlockConfig { hidden: 4096, ffn: 14336, heads: 32, kv_heads: 8, head_dim: 128, eps: 1e-5, rope_theta: 500000.0 }
+    }
+
+    /// Widths past a GEMM's `int` are refused by the config's check, so
+    /// `rope_freq` never allocates by an overflowed width; the width
+    /// accessors saturate instead of wrapping.
+    #[test]
+    fn config_widths_fit_a_gemm() {
+        let c = llama_8b();
+        c.check().unwrap();
+        assert_eq!(c.rope_freq().unwrap().len(), c.qkv_width());
+        let huge = BlockConfig { heads: 1 << 62, kv_heads: 1 << 62, head_dim: 8, ..c };
+        assert_eq!((huge.attn_width(), huge.qkv_width()), (usize::MAX, usize::MAX));
+        refused(huge.check(), "heads", "(heads + 2 · kv_heads) · head_dim must be ≤ 2^31 − 1");
+        refused(huge.rope_freq(), "heads", "must be ≤ 2^31 − 1");
+        refused(BlockConfig { heads: 1 << 28, kv_heads: 1 << 28, ..c }.check(), "heads", "must be ≤ 2^31 − 1");
+        refused(BlockConfig { ffn: 1 << 62, ..c }.check(), "ffn", "2 · ffn must be ≤ 2^31 − 1");
+        refused(BlockConfig { ffn: 1 << 30, ..c }.check(), "ffn", "2 · ffn must be ≤ 2^31 − 1");
+        refused(BlockConfig { hidden: 1 << 40, ..c }.check(), "hidden", "must be ≤ 2^31 − 1");
+        refused(BlockConfig { head_dim: 0, ..c }.rope_freq(), "head_dim", "positive multiple of 8");
+    }
+
+    /// Token counts are a GEMM's M: 1 to 2^31 − 1.
+    #[test]
+    fn token_counts_fit_a_gemm() {
+        check_tokens(1).unwrap();
+        check_tokens(i32::MAX as usize).unwrap();
+        for tokens in [0, i32::MAX as usize + 1, usize::MAX] {
+            refused(check_tokens(tokens), "tokens", "must be in 1..=2^31 − 1");
+        }
+    }
+
+    /// The shipped searches name this crate's programs on an H200, and each
+    /// carries the source key of a config this build compiles (they were run
+    /// on it), so all apply.
     #[test]
     fn shipped_tuning_applies_to_this_build() {
         let entries: Vec<coda_runtime::tune::Entry> = serde_json::from_str(SHIPPED_TUNING).unwrap();
@@ -254,7 +319,7 @@ mod tests {
                 k.name() == e.program && k.variants().iter().any(|v| v.config().name() == e.config && v.key() == e.key)
             })
         };
-        assert_eq!((entries.len(), entries.iter().filter(|e| compiled(e)).count()), (72, 70));
+        assert_eq!((entries.len(), entries.iter().filter(|e| compiled(e)).count()), (72, 72));
         ship_tuning().unwrap();
         ship_tuning().unwrap();
     }

@@ -55,10 +55,15 @@ __global__ void lse_finish(const float* __restrict__ partials, int64_t m, int64_
   if (row >= m) return;
   const float* mx = partials;
   const float* se = partials + n_tiles * m_pad;
+  // NaN, −∞ and +∞ maxima decide the row alone (rowstate.hpp's lse_merge).
   float big = -INFINITY;
-  for (int64_t t = 0; t < n_tiles; ++t) big = fmaxf(big, mx[t * m_pad + row]);
-  if (big == -INFINITY) {
-    lse[row] = -INFINITY;
+  bool nan = false;
+  for (int64_t t = 0; t < n_tiles; ++t) {
+    nan |= isnan(mx[t * m_pad + row]);
+    big = fmaxf(big, mx[t * m_pad + row]);
+  }
+  if (nan || isinf(big)) {
+    lse[row] = nan ? NAN : big;
     return;
   }
   float sum = 0.0f;

@@ -25,6 +25,15 @@ fn same_stream(stream: &Stream, name: &str, t: &dyn AnyTensor) -> Result<(), Err
     }
 }
 
+/// `n_classes` as the finishers take it: class ids are `i32`, so a count
+/// past `i32::MAX` (or one that wraps the `i64` negative) is refused.
+fn class_count(n_classes: usize) -> Result<i64, Error> {
+    match i32::try_from(n_classes) {
+        Ok(n) if n > 0 => Ok(n.into()),
+        _ => Err(Error::arg("n_classes", format!("{n_classes} must be in 1..=2^31 − 1 (class ids are i32)"))),
+    }
+}
+
 fn launched(stream: &Stream, kernel: &'static str, code: i32) -> Result<(), Error> {
     stream.count(crate::stream::LaunchKind::Aux);
     if code == 0 { Ok(()) } else { Err(Error::Kernel { kernel, code, message: "CUDA launch error".into() }) }
@@ -118,6 +127,7 @@ pub fn lse_from_partials(stream: &Stream, partials: &LsePartials, lse: &mut dyn 
 /// Cross-entropy from `lse` and the gathered target logits: `loss[m] = lse[m] −
 /// target_logit[m]` for rows whose target is in `[0, n_classes)`, 0 for ignored
 /// rows (e.g. target −100), and `mean` `[1]` over the non-ignored rows (NaN if none).
+/// `n_classes` outside `1..=2^31 − 1` is [`Error::Arg`].
 pub fn cross_entropy_loss(
     stream: &Stream,
     lse: &dyn TensorRef<f32>,
@@ -127,6 +137,7 @@ pub fn cross_entropy_loss(
     loss: &mut dyn TensorMut<f32>,
     mean: &mut dyn TensorMut<f32>,
 ) -> Result<(), Error> {
+    let n = class_count(n_classes)?;
     let m = len(lse);
     if m == 0 {
         return Err(Error::arg("lse", "must have at least one row"));
@@ -146,14 +157,16 @@ pub fn cross_entropy_loss(
     let ((lo, _lo), (me, _me)) = (loss.write_ptr(stream), mean.write_ptr(stream));
     // SAFETY: every buffer is [M] (mean [1]), checked above.
     let code = unsafe {
-        crate::ffi::coda_cross_entropy_finish(l as _, tl as _, t as _, m as i64, n_classes as i64, lo as _, me as _, stream.raw())
+        crate::ffi::coda_cross_entropy_finish(l as _, tl as _, t as _, m as i64, n, lo as _, me as _, stream.raw())
     };
     launched(stream, "coda_cross_entropy_finish", code)
 }
 
 /// The loss gradient of each row for the mean cross-entropy: `w[m] = 1 / n_valid`
 /// for rows whose target is in `[0, n_classes)`, 0 for ignored rows (`w` is `[M]`).
+/// `n_classes` outside `1..=2^31 − 1` is [`Error::Arg`].
 pub fn cross_entropy_row_weights(stream: &Stream, targets: &dyn TensorRef<i32>, n_classes: usize, w: &mut dyn TensorMut<f32>) -> Result<(), Error> {
+    let n = class_count(n_classes)?;
     let m = len(targets);
     if m == 0 {
         return Err(Error::arg("targets", "must have at least one row"));
@@ -165,6 +178,25 @@ pub fn cross_entropy_row_weights(stream: &Stream, targets: &dyn TensorRef<i32>, 
     stream.cuda().context().bind_to_thread()?;
     let ((t, _t), (o, _o)) = (targets.read_ptr(stream), w.write_ptr(stream));
     // SAFETY: both buffers are [M], checked above.
-    let code = unsafe { crate::ffi::coda_cross_entropy_row_weights(t as _, m as i64, n_classes as i64, o as _, stream.raw()) };
+    let code = unsafe { crate::ffi::coda_cross_entropy_row_weights(t as _, m as i64, n, o as _, stream.raw()) };
     launched(stream, "coda_cross_entropy_row_weights", code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A class count the finishers' `i64` would wrap negative (ignoring every
+    /// row) or that no `i32` id reaches is refused, as is zero.
+    #[test]
+    fn class_counts_fit_i32_ids() {
+        assert_eq!(class_count(32_000).unwrap(), 32_000);
+        assert_eq!(class_count(i32::MAX as usize).unwrap(), i32::MAX as i64);
+        for n in [0, i32::MAX as usize + 1, 1 << 63, usize::MAX] {
+            match class_count(n) {
+                Err(Error::Arg { name, rule }) => assert!(name == "n_classes" && rule.contains("1..=2^31 − 1"), "{rule}"),
+                other => panic!("n_classes = {n}: expected an argument error, got {other:?}"),
+            }
+        }
+    }
 }

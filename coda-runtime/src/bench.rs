@@ -13,7 +13,19 @@ use crate::{Error, Stream};
 /// One kernel under test: called with the launch index, it enqueues one launch.
 pub type Launch<'a> = &'a mut dyn FnMut(usize) -> Result<(), Error>;
 
+/// A median needs a sample, and a time per launch a launch.
+fn check_counts(samples: usize, reps: usize) -> Result<(), Error> {
+    if samples == 0 {
+        return Err(Error::arg("samples", "must be ≥ 1 (the median of none is undefined)"));
+    }
+    if reps == 0 {
+        return Err(Error::arg("reps", "must be ≥ 1 (a sample times reps launches)"));
+    }
+    Ok(())
+}
+
 /// Median milliseconds per launch of each kernel, in the order given.
+/// `samples` or `reps` of 0 is [`Error::Arg`], before anything is launched.
 pub fn interleaved(
     stream: &Stream,
     warmup: Duration,
@@ -21,6 +33,7 @@ pub fn interleaved(
     reps: usize,
     kernels: &mut [Launch<'_>],
 ) -> Result<Vec<f64>, Error> {
+    check_counts(samples, reps)?;
     let ctx = stream.cuda().context().clone();
     let start = ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
     let stop = ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
@@ -54,4 +67,22 @@ pub fn interleaved(
             t[t.len() / 2]
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// No samples (the median would index an empty list) or no launches per
+    /// sample (a time of 0 / 0) are refused.
+    #[test]
+    fn samples_and_reps_are_positive() {
+        assert!(check_counts(7, 1).is_ok());
+        for (samples, reps, name) in [(0, 1, "samples"), (7, 0, "reps"), (0, 0, "samples")] {
+            match check_counts(samples, reps) {
+                Err(Error::Arg { name: n, rule }) => assert!(n == name && rule.contains("must be ≥ 1"), "{rule}"),
+                other => panic!("samples {samples}, reps {reps}: expected `{name}` refused, got {other:?}"),
+            }
+        }
+    }
 }

@@ -128,12 +128,13 @@ impl Choice {
         // The macro never builds a kernel without its own config.
         Choice { variant: 0, config: kernel.variants[0].config, swizzle: 1, raster: Raster::Heuristic }
     }
-    /// The dims a `shape` parameter must have for an `m × n` problem in this config.
-    pub fn dims(&self, shape: Shape, m: usize, n: usize) -> Vec<usize> {
+    /// The dims a `shape` parameter must have for an `m × n` problem in this
+    /// config; [`Error::Arg`] for an empty tile or dims that overflow.
+    pub fn dims(&self, shape: Shape, m: usize, n: usize) -> Result<Vec<usize>, Error> {
         Self::dims_for(&self.config, shape, m, n)
     }
-    pub(crate) fn dims_for(config: &Config, shape: Shape, m: usize, n: usize) -> Vec<usize> {
-        expected_dims(shape, m, n, config.tile_m, config.tile_n).0
+    pub(crate) fn dims_for(config: &Config, shape: Shape, m: usize, n: usize) -> Result<Vec<usize>, Error> {
+        Ok(expected_dims(shape, m, n, config.tile_m, config.tile_n)?.0)
     }
     /// `coop_128x256_c1x1 swizzle 8 along N`
     pub fn describe(&self) -> String {
@@ -146,28 +147,37 @@ impl Choice {
     }
 }
 
-/// The dims of a parameter of `shape`, and the rule in words.
-fn expected_dims(shape: Shape, m: usize, n: usize, tile_m: usize, tile_n: usize) -> (Vec<usize>, String) {
-    let (m_pad, n_tiles) = (m.div_ceil(tile_m) * tile_m, n.div_ceil(tile_n));
-    match shape {
+/// The dims of a parameter of `shape`, and the rule in words; refused for
+/// an empty tile and for dims past `usize::MAX` (a problem no tensor holds).
+fn expected_dims(shape: Shape, m: usize, n: usize, tile_m: usize, tile_n: usize) -> Result<(Vec<usize>, String), Error> {
+    if tile_m == 0 || tile_n == 0 {
+        return Err(Error::arg("config", format!("tile {tile_m}×{tile_n} is empty; tiles must be ≥ 1")));
+    }
+    let overflow = || Error::arg("config", format!("the dims of an {m} × {n} problem in {tile_m}×{tile_n} tiles overflow usize"));
+    let round_up = |x: usize, t: usize| x.div_ceil(t).checked_mul(t).ok_or_else(overflow);
+    let (m_tiles, n_tiles) = (m.div_ceil(tile_m), n.div_ceil(tile_n));
+    Ok(match shape {
         Shape::Tile => (vec![m, n], format!("[M, N] = [{m}, {n}]")),
         Shape::HalfTile => (vec![m, n / 2], format!("[M, N / 2] = [{m}, {}]", n / 2)),
-        Shape::DoubleTile => (vec![m, 2 * n], format!("[M, 2N] = [{m}, {}]", 2 * n)),
+        Shape::DoubleTile => {
+            let n2 = n.checked_mul(2).ok_or_else(overflow)?;
+            (vec![m, n2], format!("[M, 2N] = [{m}, {n2}]"))
+        }
         Shape::PerRow => (vec![m], format!("[M] = [{m}]")),
         Shape::PerCol => (vec![n], format!("[N] = [{n}]")),
-        Shape::RowPartial => (
-            vec![n_tiles, m_pad],
-            format!("[ceil(N / {tile_n}), round_up(M, {tile_m})] = [{n_tiles}, {m_pad}]"),
-        ),
-        Shape::LsePartial => (
-            vec![2, n_tiles, m_pad],
-            format!("[2, ceil(N / {tile_n}), round_up(M, {tile_m})] = [2, {n_tiles}, {m_pad}]"),
-        ),
+        Shape::RowPartial => {
+            let m_pad = round_up(m, tile_m)?;
+            (vec![n_tiles, m_pad], format!("[ceil(N / {tile_n}), round_up(M, {tile_m})] = [{n_tiles}, {m_pad}]"))
+        }
+        Shape::LsePartial => {
+            let m_pad = round_up(m, tile_m)?;
+            (vec![2, n_tiles, m_pad], format!("[2, ceil(N / {tile_n}), round_up(M, {tile_m})] = [2, {n_tiles}, {m_pad}]"))
+        }
         Shape::ColPartial => {
-            let (m_tiles, n_pad) = (m.div_ceil(tile_m), n_tiles * tile_n);
+            let n_pad = round_up(n, tile_n)?;
             (vec![m_tiles, n_pad], format!("[ceil(M / {tile_m}), round_up(N, {tile_n})] = [{m_tiles}, {n_pad}]"))
         }
-    }
+    })
 }
 
 /// The GEMM problem a launch was checked for.
@@ -238,9 +248,10 @@ pub fn gemm_problem(kernel: &Kernel, a: &ArgDesc, b: &ArgDesc) -> Result<Problem
 }
 
 /// Checks every argument of a launch in `config` against the kernel's rules:
+/// a valid config ([`Config::check`], else [`Error::Arg`] naming `config`),
 /// dtypes, shapes derived from `a` `[M, K]` and `b` `[N, K]` (partials from
-/// the config's tile), 16-byte alignment of every address and row, one
-/// device, no output overlapping another tensor.
+/// the config's tile), 16-byte alignment of every address and row, spans
+/// within the address space, one device, no output overlapping another tensor.
 pub fn check_args(
     kernel: &Kernel,
     config: &Config,
@@ -250,6 +261,7 @@ pub fn check_args(
     tensors: &[ArgDesc],
     scalars: usize,
 ) -> Result<Problem, Error> {
+    config.check().map_err(|rule| Error::arg("config", rule))?;
     let Problem { m, n, k } = gemm_problem(kernel, a, b)?;
     if tensors.len() != kernel.params.len() {
         return Err(Error::arg(kernel.name, format!("{} tensors given, {} expected", tensors.len(), kernel.params.len())));
@@ -271,7 +283,7 @@ pub fn check_args(
                 format!("a half-width output needs 16-byte rows: N / 2 = {} {:?} elements is not", n / 2, t.dtype),
             ));
         }
-        let (want, rule) = expected_dims(p.shape, m, n, config.tile_m, config.tile_n);
+        let (want, rule) = expected_dims(p.shape, m, n, config.tile_m, config.tile_n)?;
         if t.dims != want.as_slice() {
             return Err(Error::arg(p.name, format!("shape {} must be {rule}", dims_str(t.dims))));
         }
@@ -284,6 +296,10 @@ pub fn check_args(
         }
         if t.address % 16 != 0 {
             return Err(Error::arg(t.name, format!("address {:#x} must be 16-byte aligned", t.address)));
+        }
+        // The overlap test below adds them.
+        if t.address.checked_add(t.bytes as u64).is_none() {
+            return Err(Error::arg(t.name, format!("{} bytes at {:#x} run past the end of the address space", t.bytes, t.address)));
         }
         if t.ordinal != ordinal {
             return Err(Error::arg(t.name, format!("is on device {}, the stream on device {ordinal}", t.ordinal)));
@@ -379,7 +395,9 @@ impl Kernel {
     }
 
     /// Checks every argument, then launches on `stream` in `choice` (see
-    /// [`crate::tune::choose`]). Nothing is launched when a check fails.
+    /// [`crate::tune::choose`]). Nothing is launched when a check fails: a
+    /// `choice` that is not one of [`Kernel::variants`] with swizzle 1, 2, 4
+    /// or 8 is [`Error::Arg`], like the tensors' rules ([`check_args`]).
     pub fn launch(
         &self,
         stream: &Stream,
@@ -392,18 +410,21 @@ impl Kernel {
         if self.is_map {
             return Err(Error::arg(self.name, "is a map program: launch it with `launch_map` (no GEMM operands)"));
         }
+        let variant = self.variant(choice)?;
         let (ma, mb) = (Meta::of(a, stream, false), Meta::of(b, stream, false));
         let ((pa, _ga), (pb, _gb)) = (a.read_ptr(stream), b.read_ptr(stream));
-        self.run_checked(stream, choice, ma.desc("a", pa), mb.desc("b", pb), tensors, scalars)
+        self.run_checked(stream, variant, choice, ma.desc("a", pa), mb.desc("b", pb), tensors, scalars)
     }
 
     /// Launches a map program (no accumulator): `M, N` come from its first
     /// `Tile` input and the GEMM is an empty one, `K = 8` over zero operands
-    /// shared by the stream, so only the epilogue does work.
+    /// shared by the stream, so only the epilogue does work. Checked as
+    /// [`Kernel::launch`] is.
     pub fn launch_map(&self, stream: &Stream, choice: &Choice, tensors: &mut [TensorArg<'_>], scalars: &[f32]) -> Result<(), Error> {
         if !self.is_map {
             return Err(Error::arg(self.name, "has an accumulator: launch it with `launch` and its GEMM operands"));
         }
+        let variant = self.variant(choice)?;
         let tile = self.params.iter().position(|p| !p.output && p.shape == Shape::Tile);
         let Some(t) = tile.and_then(|i| tensors.get(i)) else {
             return Err(Error::arg(self.name, "a map program needs a Tile input: its shape gives M and N"));
@@ -427,21 +448,20 @@ impl Kernel {
         };
         let (ma, mb) = (operand(vec![m, k]), operand(b_dims));
         // `zeros` stays locked until the launch is enqueued.
-        self.run_checked(stream, choice, ma.desc("a", zeros.address), mb.desc("b", zeros.address), tensors, scalars)
+        self.run_checked(stream, variant, choice, ma.desc("a", zeros.address), mb.desc("b", zeros.address), tensors, scalars)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn run_checked(
         &self,
         stream: &Stream,
+        variant: &Variant,
         choice: &Choice,
         da: ArgDesc,
         db: ArgDesc,
         tensors: &mut [TensorArg<'_>],
         scalars: &[f32],
     ) -> Result<(), Error> {
-        let Some(variant) = self.variants.get(choice.variant).filter(|v| v.config == choice.config) else {
-            return Err(Error::arg(self.name, format!("config {} is not compiled in this build", choice.config.name())));
-        };
         if tensors.len() != self.params.len() {
             return Err(Error::arg(self.name, format!("{} tensors given, {} expected", tensors.len(), self.params.len())));
         }
@@ -487,7 +507,80 @@ impl Kernel {
         self.status(code, &launch)
     }
 
+    /// The compiled variant `choice` runs, after its rules: its config is
+    /// that variant's, and its swizzle one CUTLASS takes (the launcher reads an `int`).
+    pub(crate) fn variant(&self, choice: &Choice) -> Result<&Variant, Error> {
+        let Some(variant) = self.variants.get(choice.variant).filter(|v| v.config == choice.config) else {
+            return Err(Error::arg(self.name, format!("config {} is not compiled in this build", choice.config.name())));
+        };
+        if ![1, 2, 4, 8].contains(&choice.swizzle) {
+            return Err(Error::arg("choice", format!("swizzle {} must be 1, 2, 4 or 8", choice.swizzle)));
+        }
+        Ok(variant)
+    }
+
     fn status(&self, code: i32, launch: &GemmLaunch) -> Result<(), Error> {
         if code == 0 { Ok(()) } else { Err(Error::Kernel { kernel: self.name, code, message: launch.message() }) }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::dsl::ir::Schedule;
+
+    /// Launchers of kernels that tests build but never launch.
+    pub(crate) unsafe extern "C" fn never_run(_: *mut GemmLaunch) -> i32 {
+        std::process::abort()
+    }
+    pub(crate) unsafe extern "C" fn never_size(_: *mut GemmLaunch, _: *mut usize) -> i32 {
+        std::process::abort()
+    }
+    const OWN: Config = Config { tile_m: 128, tile_n: 256, cluster_m: 1, cluster_n: 1, schedule: Schedule::Cooperative, b_layout: BLayout::Nk };
+    // SAFETY: never launched (the launchers abort).
+    const VARIANTS: &[Variant] = &[unsafe { Variant::new(OWN, "k", "", never_run, never_size) }];
+    // SAFETY: never launched.
+    static KERNEL: Kernel = unsafe { Kernel::new("coda-test::k", BLayout::Nk, false, &[], &[], VARIANTS, "") };
+
+    fn refused<T: std::fmt::Debug>(r: Result<T, Error>, name: &str, rule: &str) {
+        match r {
+            Err(Error::Arg { name: n, rule: r }) => assert!(n == name && r.contains(rule), "`{n}`: {r}"),
+            other => panic!("expected `{name}` refused for `{rule}`, got {other:?}"),
+        }
+    }
+
+    /// A hand-made choice is refused before its config's tile is divided by
+    /// (a partials buffer is sized from it) or its swizzle cast to the
+    /// launcher's `int`: only compiled variants, swizzles CUTLASS takes.
+    #[test]
+    fn choices_must_be_compiled_variants_with_a_cutlass_swizzle() {
+        let own = Choice::own(&KERNEL);
+        assert_eq!(KERNEL.variant(&own).unwrap().config(), OWN);
+        for swizzle in [2, 4, 8] {
+            assert!(KERNEL.variant(&Choice { swizzle, ..own }).is_ok());
+        }
+        for swizzle in [0, 3, 16, u32::MAX] {
+            refused(KERNEL.variant(&Choice { swizzle, ..own }), "choice", "must be 1, 2, 4 or 8");
+        }
+        let empty = Config { tile_m: 0, ..OWN };
+        refused(KERNEL.variant(&Choice { config: empty, ..own }), "coda-test::k", "not compiled in this build");
+        refused(KERNEL.variant(&Choice { variant: 1, ..own }), "coda-test::k", "not compiled in this build");
+    }
+
+    /// Expected dims refuse an empty tile (a division by zero) and dims past
+    /// `usize::MAX` (which would wrap to a small, matching buffer).
+    #[test]
+    fn expected_dims_refuse_empty_tiles_and_overflow() {
+        assert_eq!(Choice::dims_for(&OWN, Shape::RowPartial, 1000, 520).unwrap(), [3, 1024]);
+        assert_eq!(Choice::dims_for(&OWN, Shape::ColPartial, 1000, 520).unwrap(), [8, 768]);
+        for tile in [Config { tile_m: 0, ..OWN }, Config { tile_n: 0, ..OWN }] {
+            for shape in [Shape::Tile, Shape::RowPartial, Shape::ColPartial, Shape::LsePartial] {
+                refused(Choice::dims_for(&tile, shape, 1000, 520), "config", "is empty");
+            }
+        }
+        refused(Choice::dims_for(&OWN, Shape::RowPartial, usize::MAX, 8), "config", "overflow");
+        refused(Choice::dims_for(&OWN, Shape::LsePartial, usize::MAX - 7, 8), "config", "overflow");
+        refused(Choice::dims_for(&OWN, Shape::ColPartial, 8, usize::MAX), "config", "overflow");
+        refused(Choice::dims_for(&OWN, Shape::DoubleTile, 8, usize::MAX / 2 + 1), "config", "overflow");
     }
 }

@@ -102,7 +102,9 @@ impl<K: Kind> Partials<K> {
     /// The buffer a launch of `kernel` in `choice` at `prob` writes:
     /// allocated when absent, on another stream or of other dims (then it
     /// holds nothing until [`Partials::record`]); refused when another
-    /// program wrote it. Not the tensor itself, so it cannot be replaced.
+    /// program wrote it, and before allocating, for a `choice` the launch
+    /// would refuse (not a compiled variant, a bad swizzle) or dims that
+    /// overflow ([`Error::Arg`]). Not the tensor itself, so it cannot be replaced.
     #[doc(hidden)]
     pub fn bind(&mut self, name: &str, stream: &Stream, kernel: &Kernel, choice: &Choice, prob: Problem) -> Result<&mut dyn TensorMut<f32>, Error> {
         if let Some(p) = self.producer.filter(|p| p.program != kernel.name()) {
@@ -115,7 +117,8 @@ impl<K: Kind> Partials<K> {
                 ),
             ));
         }
-        let dims = choice.dims(K::SHAPE, prob.m, prob.n);
+        kernel.variant(choice)?;
+        let dims = Choice::dims_for(&choice.config, K::SHAPE, prob.m, prob.n)?;
         let fits = |b: &Tensor<f32>| b.shape() == dims.as_slice() && crate::AnyTensor::on_stream(b, stream);
         if !self.buf.as_ref().is_some_and(fits) {
             self.producer = None;
@@ -134,7 +137,7 @@ impl<K: Kind> Partials<K> {
     pub(crate) fn written(&self, name: &str) -> Result<(&Tensor<f32>, &Producer), Error> {
         match (&self.buf, &self.producer) {
             // `bind` keeps the two in step; checked again because finishers index by them.
-            (Some(b), Some(p)) if b.shape() == Choice::dims_for(&p.config, K::SHAPE, p.m, p.n).as_slice() => Ok((b, p)),
+            (Some(b), Some(p)) if Choice::dims_for(&p.config, K::SHAPE, p.m, p.n).is_ok_and(|d| b.shape() == d.as_slice()) => Ok((b, p)),
             _ => Err(Error::arg(name, "holds no partials yet: launch the program that writes them first")),
         }
     }

@@ -28,10 +28,17 @@ pub struct Launches {
     pub blas: usize,
 }
 
+/// The launches between two counts, `later - earlier`. Saturating, as
+/// `Instant - Instant` is: counts taken in the wrong order give zero, never
+/// a wrapped count or a panic.
 impl std::ops::Sub for Launches {
     type Output = Launches;
     fn sub(self, o: Launches) -> Launches {
-        Launches { fused: self.fused - o.fused, aux: self.aux - o.aux, blas: self.blas - o.blas }
+        Launches {
+            fused: self.fused.saturating_sub(o.fused),
+            aux: self.aux.saturating_sub(o.aux),
+            blas: self.blas.saturating_sub(o.blas),
+        }
     }
 }
 
@@ -44,8 +51,13 @@ pub enum LaunchKind {
 }
 
 impl Stream {
-    /// A new (non-null) stream on device `ordinal`.
+    /// A new (non-null) stream on device `ordinal`. An `ordinal` past
+    /// `i32::MAX` is [`Error::Arg`] (the driver takes an `int`: it would wrap
+    /// to another device), checked before the driver is loaded.
     pub fn new(ordinal: usize) -> Result<Stream, Error> {
+        if i32::try_from(ordinal).is_err() {
+            return Err(Error::arg("ordinal", format!("{ordinal} must be ≤ 2^31 − 1 (a CUDA device index)")));
+        }
         // SAFETY: only probes whether libcuda can be loaded.
         if !unsafe { sys::is_culib_present() } {
             return Err(Error::NoDevice("the CUDA driver library (libcuda.so) is not installed".into()));
@@ -140,4 +152,29 @@ impl Stream {
 pub(crate) struct ZeroOperand<'s> {
     _lock: MutexGuard<'s, Option<CudaSlice<half::bf16>>>,
     pub address: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An ordinal the driver's `int` cannot hold is refused, not wrapped to
+    /// device 0 (no GPU needed: checked first).
+    #[test]
+    fn ordinals_past_i32_are_refused() {
+        for ordinal in [1usize << 32, i32::MAX as usize + 1, usize::MAX] {
+            match Stream::new(ordinal) {
+                Err(Error::Arg { name, rule }) => assert!(name == "ordinal" && rule.contains("≤ 2^31 − 1"), "{rule}"),
+                other => panic!("ordinal {ordinal}: expected an argument error, got {:?}", other.map(|s| s.ordinal())),
+            }
+        }
+    }
+
+    /// Counts subtracted in the wrong order give zero, not a wrapped count.
+    #[test]
+    fn launch_counts_subtract_without_wrapping() {
+        let (a, b) = (Launches { fused: 5, aux: 2, blas: 0 }, Launches { fused: 3, aux: 4, blas: 1 });
+        assert_eq!(a - b, Launches { fused: 2, aux: 0, blas: 0 });
+        assert_eq!(b - a, Launches { fused: 0, aux: 2, blas: 1 });
+    }
 }

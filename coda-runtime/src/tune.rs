@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::dsl::ir::{BLayout, DType, Schedule};
+use crate::dsl::ir::{BLayout, DType, Schedule, Shape};
 use crate::kernel::{Choice, MAP_K, Problem, Raster};
 use crate::{Error, Kernel, Stream, Tensor, TensorArg, bf16};
 
@@ -306,6 +306,20 @@ enum Buf {
     I32(Tensor<i32>),
 }
 
+/// A searchable shape: M, N, K in 1..=2^31 − 1 (what a launch takes) and
+/// operand and output sizes that fit in memory arithmetic.
+fn check_problem(Problem { m, n, k }: Problem) -> Result<(), Error> {
+    if ![m, n, k].iter().all(|x| (1..=i32::MAX as usize).contains(x)) {
+        return Err(Error::arg("prob", format!("M = {m}, N = {n}, K = {k} must each be in 1..=2^31 − 1")));
+    }
+    for (what, a, b) in [("M·K", m, k), ("N·K", n, k), ("M·N", m, n)] {
+        if a.checked_mul(b).and_then(|x| x.checked_mul(8)).is_none() {
+            return Err(Error::arg("prob", format!("{what} = {a}·{b} elements overflow the address arithmetic")));
+        }
+    }
+    Ok(())
+}
+
 fn uniform_bf16(stream: &Stream, dims: &[usize], rng: &mut Rng) -> Result<Tensor<bf16>, Error> {
     let len = dims.iter().product::<usize>();
     Tensor::from_host(stream, &(0..len).map(|_| bf16::from_f32(rng.uniform(-1.0, 1.0))).collect::<Vec<_>>(), dims)
@@ -329,7 +343,9 @@ fn random(stream: &Stream, dtype: DType, dims: &[usize], rng: &mut Rng, n: usize
 /// own config with CUTLASS's defaults) at `prob` on random data, samples
 /// interleaved after a short warm-up (medians of 7); fastest first, in
 /// milliseconds per launch.
+/// [`Error::Arg`] naming `prob` for a shape the search cannot time.
 pub fn search(kernel: &Kernel, stream: &Stream, prob: Problem) -> Result<Vec<(Choice, f64)>, Error> {
+    check_problem(prob)?;
     let mut choices = vec![Choice::own(kernel)];
     for (i, v) in kernel.variants().iter().enumerate() {
         for swizzle in [1, 8] {
@@ -350,22 +366,35 @@ pub fn search(kernel: &Kernel, stream: &Stream, prob: Problem) -> Result<Vec<(Ch
         };
         Some((uniform_bf16(stream, &[m, k], &mut rng)?, uniform_bf16(stream, &b_dims, &mut rng)?))
     };
-    // One set of buffers per compiled config (partials depend on its tile),
-    // shared by its swizzle and raster choices.
-    let mut sets = vec![];
-    for v in kernel.variants() {
-        let c = Choice { config: v.config(), ..Choice::own(kernel) };
-        let mut bufs = vec![];
-        for p in kernel.params() {
-            bufs.push(random(stream, p.dtype, &c.dims(p.shape, m, n), &mut rng, n)?);
-        }
-        sets.push(RefCell::new(bufs));
+    // One set of tensors shared by every choice (configs run one at a time
+    // on the stream), except partials, whose layout depends on the config's
+    // tile: those (a few bytes per row or column) per compiled config.
+    let is_partial = |s: Shape| matches!(s, Shape::RowPartial | Shape::ColPartial | Shape::LsePartial);
+    let own = Choice::own(kernel);
+    let mut shared = vec![];
+    for p in kernel.params() {
+        shared.push(if is_partial(p.shape) { None } else { Some(random(stream, p.dtype, &own.dims(p.shape, m, n)?, &mut rng, n)?) });
     }
+    let mut partials = vec![];
+    for v in kernel.variants() {
+        let c = Choice { config: v.config(), ..own };
+        let mut bufs = vec![];
+        for p in kernel.params().iter().filter(|p| is_partial(p.shape)) {
+            bufs.push(random(stream, p.dtype, &c.dims(p.shape, m, n)?, &mut rng, n)?);
+        }
+        partials.push(RefCell::new(bufs));
+    }
+    let shared = RefCell::new(shared);
     let scalars = vec![1.0f32; kernel.scalars().len()];
     let launch = |c: Choice| -> Result<(), Error> {
-        let mut bufs = sets[c.variant].borrow_mut();
+        let mut shared = shared.borrow_mut();
+        let mut own_partials = partials[c.variant].borrow_mut();
+        let mut own_partials = own_partials.iter_mut();
+        let bufs = shared.iter_mut().map(|b| match b {
+            Some(b) => b,
+            None => own_partials.next().expect("one buffer per partial parameter"),
+        });
         let mut args: Vec<TensorArg> = bufs
-            .iter_mut()
             .zip(kernel.params())
             .map(|(b, p)| match (b, p.output) {
                 (Buf::Bf16(t), false) => TensorArg::input(&*t),
@@ -397,15 +426,8 @@ pub fn search(kernel: &Kernel, stream: &Stream, prob: Problem) -> Result<Vec<(Ch
 mod tests {
     use super::*;
     use crate::dsl::ir::Config;
-    use crate::ffi::GemmLaunch;
     use crate::kernel::Variant;
-
-    unsafe extern "C" fn never_run(_: *mut GemmLaunch) -> i32 {
-        std::process::abort()
-    }
-    unsafe extern "C" fn never_size(_: *mut GemmLaunch, _: *mut usize) -> i32 {
-        std::process::abort()
-    }
+    use crate::kernel::tests::{never_run, never_size};
     fn variant(name: &str) -> Variant {
         // SAFETY: never launched.
         unsafe { Variant::new(Config::from_name(name).unwrap(), "k", "", never_run, never_size) }
@@ -413,6 +435,23 @@ mod tests {
     fn kernel(name: &'static str, variants: &'static [Variant], toolchain: &'static str) -> Kernel {
         // SAFETY: never launched.
         unsafe { Kernel::new(name, BLayout::Nk, false, &[], &[], variants, toolchain) }
+    }
+
+    fn test_entry() -> Entry {
+        Entry {
+            gpu: "H200".into(),
+            program: "p".into(),
+            toolchain: "tc".into(),
+            m: 0,
+            n: 8,
+            k: 8,
+            config: "coop_128x256_c1x1".into(),
+            key: "k".into(),
+            swizzle: 1,
+            raster: Raster::AlongM,
+            ms: 1.0,
+            own_ms: 1.0,
+        }
     }
 
     /// A cache entry serves a build that compiled its config from the same
@@ -459,20 +498,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("coda-tune-test-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let path = dir.join("tuning.json");
-        let entry = |m: usize| Entry {
-            gpu: "H200".into(),
-            program: "p".into(),
-            toolchain: "tc".into(),
-            m,
-            n: 8,
-            k: 8,
-            config: "coop_128x256_c1x1".into(),
-            key: "k".into(),
-            swizzle: 1,
-            raster: Raster::AlongM,
-            ms: 1.0,
-            own_ms: 1.0,
-        };
+        let entry = |m: usize| Entry { m, ..test_entry() };
         std::thread::scope(|s| {
             for t in 0..8 {
                 let path = &path;
@@ -491,6 +517,59 @@ mod tests {
         std::fs::write(&path, "{ not json").unwrap();
         assert!(read_cache(&path).unwrap().is_empty());
         assert_eq!(std::fs::read_to_string(dir.join("tuning.json.corrupt")).unwrap(), "{ not json");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The search refuses shapes it cannot allocate or launch, before any GPU work.
+    #[test]
+    fn search_shapes_are_checked() {
+        let p = |m, n, k| check_problem(Problem { m, n, k });
+        assert!(p(4096, 4096, 4096).is_ok());
+        for bad in [p(0, 8, 8), p(8, 1 << 31, 8), p(8, 8, usize::MAX)] {
+            assert!(matches!(bad, Err(Error::Arg { ref name, .. }) if name == "prob"), "{bad:?}");
+        }
+        assert!(p(1 << 20, 1 << 20, 1 << 20).is_ok());
+        assert!(p(i32::MAX as usize, i32::MAX as usize, 8).is_err(), "2^62 elements of 8 bytes overflow");
+    }
+
+    /// Run only as a child of `two_processes_storing_at_once_keep_both`:
+    /// stores 20 entries into the cache its environment names.
+    #[test]
+    #[ignore = "a child process of two_processes_storing_at_once_keep_both"]
+    fn cache_writer_process() {
+        let path = PathBuf::from(std::env::var("CODA_TUNE_TEST_CACHE").expect("set by the parent test"));
+        let id: usize = std::env::var("CODA_TUNE_TEST_WRITER").expect("set by the parent test").parse().unwrap();
+        for i in 0..20 {
+            store_entry(&path, &Entry { m: 100 * id + i, ..test_entry() }).unwrap();
+        }
+    }
+
+    /// Two processes storing into one cache file at once keep every entry
+    /// of both (the advisory lock spans processes, not only threads).
+    #[test]
+    fn two_processes_storing_at_once_keep_both() {
+        let dir = std::env::temp_dir().join(format!("coda-tune-procs-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("tuning.json");
+        let exe = std::env::current_exe().unwrap();
+        let children: Vec<_> = (1..=2)
+            .map(|id| {
+                std::process::Command::new(&exe)
+                    .args(["--exact", "tune::tests::cache_writer_process", "--ignored", "--quiet"])
+                    .env("CODA_TUNE_TEST_CACHE", &path)
+                    .env("CODA_TUNE_TEST_WRITER", id.to_string())
+                    .stdout(std::process::Stdio::null())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for mut c in children {
+            assert!(c.wait().unwrap().success());
+        }
+        let mut ms: Vec<usize> = read_cache(&path).unwrap().iter().map(|e| e.m).collect();
+        ms.sort();
+        assert_eq!(ms, (1..=2).flat_map(|id| (0..20).map(move |i| 100 * id + i)).collect::<Vec<_>>());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

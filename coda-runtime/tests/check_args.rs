@@ -72,6 +72,10 @@ fn run(c: &Case) -> Result<Problem, Error> {
 }
 
 fn run_with(kernel: &Kernel, c: &Case) -> Result<Problem, Error> {
+    run_in(kernel, &kernel.variants()[0].config(), c)
+}
+
+fn run_in(kernel: &Kernel, config: &Config, c: &Case) -> Result<Problem, Error> {
     let descs: Vec<ArgDesc> = (0..7)
         .map(|i| ArgDesc {
             name: NAMES[i],
@@ -84,7 +88,7 @@ fn run_with(kernel: &Kernel, c: &Case) -> Result<Problem, Error> {
             output: c.outputs[i],
         })
         .collect();
-    check_args(kernel, &kernel.variants()[0].config(), 0, &descs[0], &descs[1], &descs[2..], 0)
+    check_args(kernel, config, 0, &descs[0], &descs[1], &descs[2..], 0)
 }
 
 fn refused(c: &Case, name: &str, rule: &str) {
@@ -255,4 +259,25 @@ fn allocation_sizes_must_match_shapes() {
     let mut c = valid();
     c.bytes[5] = Some(1000 * 520); // half of u's bf16 elements
     refused(&c, "u", "spans 520000 bytes, its shape [1000, 520] needs Some(1040000)");
+}
+
+/// A config with an empty tile (partials' dims divide by it) is refused by
+/// its rule, not a division by zero.
+#[test]
+fn configs_must_pass_their_rules() {
+    for config in [Config { tile_m: 0, ..OWN }, Config { tile_n: 0, ..OWN }, Config { cluster_m: 3, ..OWN }] {
+        match run_in(&KERNEL, &config, &valid()) {
+            Err(Error::Arg { name, rule }) => assert!(name == "config" && rule.contains("is not supported"), "{rule}"),
+            other => panic!("expected {config:?} refused, got {other:?}"),
+        }
+    }
+}
+
+/// A span that runs past the end of the address space is refused instead of
+/// wrapping around in the overlap test.
+#[test]
+fn spans_must_fit_the_address_space() {
+    let mut c = valid();
+    c.addrs[6] = u64::MAX - 15; // sq: 16-byte aligned, 12 KiB long
+    refused(&c, "sq", "run past the end of the address space");
 }

@@ -62,7 +62,7 @@ fn entries(n: usize, k: usize, count: usize, rng: &mut Rng) -> Vec<(usize, usize
 /// Forward then backward at `m` tokens on fresh random data.
 pub fn backward_case(stream: &Stream, c: &BlockConfig, m: usize, extra_rows: usize, seed: u64, full: bool) -> Result<Report, Error> {
     let mut rng = Rng::new(seed);
-    let hw = random_weights(c, &mut rng);
+    let hw = random_weights(c, &mut rng)?;
     let w = BlockWeights::upload(stream, *c, &hw)?;
     let Inputs { attn: attn_h, x0: x0_h, pos: pos_h } = random_inputs(c, m, &mut rng);
     let (d, f, ka, q) = (c.hidden, c.ffn, c.attn_width(), c.qkv_width());
@@ -215,7 +215,7 @@ pub fn head_case(stream: &Stream, d: usize, v: usize, m: usize, chunk_rows: usiz
 pub fn launch_counts(stream: &Stream) -> Result<Vec<(&'static str, Launches, Launches)>, Error> {
     let (c, m) = (crate::block::config(256, 512), 1000);
     let mut rng = Rng::new(4);
-    let w = BlockWeights::upload(stream, c, &random_weights(&c, &mut rng))?;
+    let w = BlockWeights::upload(stream, c, &random_weights(&c, &mut rng)?)?;
     let inp = random_inputs(&c, m, &mut rng);
     let attn = Tensor::from_host(stream, &inp.attn, &[m, c.attn_width()])?;
     let x0 = Tensor::from_host(stream, &inp.x0, &[m, c.hidden])?;

@@ -23,20 +23,20 @@ pub fn config(d: usize, ffn: usize) -> BlockConfig {
 }
 
 /// Random weights in the kernels' layout, built from checkpoint-layout tensors.
-pub fn random_weights(c: &BlockConfig, rng: &mut Rng) -> HostWeights {
+pub fn random_weights(c: &BlockConfig, rng: &mut Rng) -> Result<HostWeights, Error> {
     let (d, f, hd) = (c.hidden, c.ffn, c.head_dim);
     let u = |rng: &mut Rng, n: usize, k: usize| rng.bf16s(n * k, -(3.0 / k as f64).sqrt(), (3.0 / k as f64).sqrt());
     let gate = u(rng, f, d);
     let up = u(rng, f, d);
     let (wq, wk, wv) = (u(rng, c.heads * hd, d), u(rng, c.kv_heads * hd, d), u(rng, c.kv_heads * hd, d));
-    HostWeights {
+    Ok(HostWeights {
         wo: u(rng, d, c.attn_width()),
         gamma1: rng.bf16s(d, 0.5, 1.5),
-        w_gate_up: layout::interleave_gate_up(&gate, &up, f, d),
+        w_gate_up: layout::interleave_gate_up(&gate, &up, f, d)?,
         w_down: u(rng, d, f),
         gamma2: rng.bf16s(d, 0.5, 1.5),
-        w_qkv: layout::qkv_from_checkpoint(&wq, &wk, &wv, c.heads, c.kv_heads, hd, d),
-    }
+        w_qkv: layout::qkv_from_checkpoint(&wq, &wk, &wv, c.heads, c.kv_heads, hd, d)?,
+    })
 }
 
 pub struct Inputs {
@@ -57,7 +57,7 @@ pub fn random_inputs(c: &BlockConfig, m: usize, rng: &mut Rng) -> Inputs {
 /// The forward at `m` tokens on fresh random data; `sample` rows are checked.
 pub fn forward_case(stream: &Stream, c: &BlockConfig, m: usize, sample: usize, seed: u64) -> Result<Report, Error> {
     let mut rng = Rng::new(seed);
-    let hw = random_weights(c, &mut rng);
+    let hw = random_weights(c, &mut rng)?;
     let w = BlockWeights::upload(stream, *c, &hw)?;
     let inp = random_inputs(c, m, &mut rng);
     let attn = Tensor::from_host(stream, &inp.attn, &[m, c.attn_width()])?;
@@ -106,7 +106,7 @@ pub struct BlockTimes {
 /// gradient GEMMs + the same 4 weight-gradient GEMMs.
 pub fn time_block(stream: &Stream, c: &BlockConfig, m: usize, samples: usize, reps: usize) -> Result<BlockTimes, Error> {
     let mut rng = Rng::new(3);
-    let w = BlockWeights::upload(stream, *c, &random_weights(c, &mut rng))?;
+    let w = BlockWeights::upload(stream, *c, &random_weights(c, &mut rng)?)?;
     let inp = random_inputs(c, m, &mut rng);
     let (d, f, ka, q) = (c.hidden, c.ffn, c.attn_width(), c.qkv_width());
     let attn = Tensor::from_host(stream, &inp.attn, &[m, ka])?;

@@ -172,11 +172,16 @@ impl Setup {
             .zip(&params)
             .map(|(t, p)| if p.output { t.arg_mut() } else { t.arg() })
             .collect();
-        kernel.launch(stream, &self.choice, &self.a, &self.b, &mut args, &self.scalars)
+        if kernel.is_map() {
+            // No accumulator: `a` and `b` go unused, the interpreter never reads `acc`.
+            kernel.launch_map(stream, &self.choice, &mut args, &self.scalars)
+        } else {
+            kernel.launch(stream, &self.choice, &self.a, &self.b, &mut args, &self.scalars)
+        }
     }
 
     /// Poisons the outputs, launches, and returns every output on the host.
-    fn run(&mut self, stream: &Stream, kernel: &Kernel, program: &Program) -> Result<Vec<Vec<f64>>, Error> {
+    pub fn run(&mut self, stream: &Stream, kernel: &Kernel, program: &Program) -> Result<Vec<Vec<f64>>, Error> {
         let params = program.tensor_params();
         for (t, p) in self.tensors.iter_mut().zip(&params) {
             if p.output {
@@ -195,11 +200,26 @@ pub fn verify(
     kernel: &Kernel,
     program: &Program,
     choice: Option<Choice>,
+    shape: (usize, usize, usize),
+    seed: u64,
+) -> Result<Report, Error> {
+    verify_with(stream, kernel, program, choice, shape, seed, |_, _| Ok(()))
+}
+
+/// As [`verify`], with `prepare` replacing inputs of the random set-up
+/// (wide ranges, special values) before the launches.
+pub fn verify_with(
+    stream: &Stream,
+    kernel: &Kernel,
+    program: &Program,
+    choice: Option<Choice>,
     (m, n, k): (usize, usize, usize),
     seed: u64,
+    prepare: impl FnOnce(&mut Setup, &mut Rng) -> Result<(), Error>,
 ) -> Result<Report, Error> {
     let mut rng = Rng::new(seed);
     let mut setup = Setup::new(stream, kernel, program, choice, (m, n, k), &mut rng)?;
+    prepare(&mut setup, &mut rng)?;
     let program = &Program { config: setup.choice.config, ..program.clone() };
     let (m_pad, n_tiles) = (program.m_padded(m), program.n_tiles(n));
     let params = program.tensor_params();
@@ -272,14 +292,17 @@ fn t_dims(t: &Dyn) -> Vec<usize> {
 /// (`lse`, per-row loss, mean over non-ignored rows), against the f64
 /// interpreter on sampled rows; the mean against the f64 mean of our per-row
 /// losses over all rows (the reference for all rows would need the full M × V GEMM).
-pub fn cross_entropy_case(stream: &Stream, m: usize, v: usize, k: usize, seed: u64) -> Result<Report, Error> {
+/// `every_ignored`: every target is the ignore index, so the mean is over no
+/// rows: NaN, as PyTorch's `cross_entropy(..., reduction="mean")` gives.
+pub fn cross_entropy_case(stream: &Stream, m: usize, v: usize, k: usize, seed: u64, every_ignored: bool) -> Result<Report, Error> {
     use coda_llama::programs::linear_cross_entropy as ce;
     let mut rng = Rng::new(seed);
     let s = (3.0 / k as f64).sqrt() * 4.0; // logits of a few units: a peaked softmax
     let x = rng.bf16s(m * k, -1.0, 1.0);
     let w = rng.bf16s(v * k, -s, s);
     let r: Vec<f32> = (0..m).map(|_| rng.uniform(0.5, 1.5) as f32).collect();
-    let targets: Vec<i32> = (0..m).map(|i| if i % 7 == 3 { -100 } else { (rng.next_u64() % v as u64) as i32 }).collect();
+    let targets: Vec<i32> =
+        (0..m).map(|i| if every_ignored || i % 7 == 3 { -100 } else { (rng.next_u64() % v as u64) as i32 }).collect();
     let (tx, tw) = (Tensor::from_host(stream, &x, &[m, k])?, Tensor::from_host(stream, &w, &[v, k])?);
     let (tr, tt) = (Tensor::from_host(stream, &r, &[m])?, Tensor::from_host(stream, &targets, &[m])?);
     let mut partials = coda_runtime::LsePartials::new();

@@ -95,6 +95,8 @@ pub struct Check {
     pub err: f64,
     /// `max |bf16 op-by-op − ref|`
     pub yardstick: f64,
+    /// `max |ours − ref| / |ref|` over the finite, non-zero references (for reports).
+    pub rel_err: f64,
 }
 
 impl Check {
@@ -103,6 +105,12 @@ impl Check {
             output: output.to_string(),
             err: max_abs_diff(ours, reference),
             yardstick: max_abs_diff(bf16_path, reference),
+            rel_err: ours
+                .iter()
+                .zip(reference)
+                .filter(|(_, r)| r.is_finite() && **r != 0.0)
+                .map(|(o, r)| if o.is_finite() { (o - r).abs() / r.abs() } else { f64::INFINITY })
+                .fold(0.0, f64::max),
         }
     }
     /// The project's criterion: `err ≤ 2 · yardstick + 1e-6`.

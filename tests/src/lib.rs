@@ -8,8 +8,10 @@
 pub mod backward;
 pub mod baseline;
 pub mod block;
+pub mod edges;
 pub mod harness;
 pub mod host;
 pub mod programs;
 pub mod reference;
+pub mod stress;
 pub mod suite;

@@ -95,8 +95,42 @@ pub fn swiglu(acc: Acc) -> HalfTile<bf16> {
     y
 }
 
+#[coda::epilogue(tile = (128, 128), schedule = pingpong)]
+/// Each special-function-unit map on its own f32 output, for their measured
+/// errors (README, "Maps") and IEEE special values, on `x` and `y` as the
+/// GPU tests set them (wide ranges; NaN, ±∞, ±0, subnormals).
+pub fn math_functions(x: Tile<f32>, y: Tile<f32>)
+    -> (Tile<f32>, Tile<f32>, Tile<f32>, Tile<f32>, Tile<f32>, Tile<f32>, Tile<f32>) {
+    let e = exp(x);
+    let l = log(y);
+    let t = tanh(x);
+    let s = sigmoid(x);
+    let si = silu(x);
+    let q = x / y;
+    let r = rsqrt(y);
+    (e, l, t, s, si, q, r)
+}
+
+#[coda::epilogue(tile = (128, 128), schedule = pingpong)]
+/// As `math_functions`, for the activations built on them and `pow`.
+pub fn math_activations(x: Tile<f32>) -> (Tile<f32>, Tile<f32>, Tile<f32>, Tile<f32>) {
+    let g = gelu(x);
+    let ge = gelu_exact(x);
+    let sp = softplus(x);
+    let p = pow(x, 5);
+    (g, ge, sp, p)
+}
+
+#[coda::epilogue]
+/// `row_lse` alone over a map program's f32 tile: rows the GPU tests fill
+/// with −∞, ±1e4, a single finite column, NaN and +∞.
+pub fn lse_rows(x: Tile<f32>) -> LsePartial<f32> {
+    let l = row_lse(x);
+    l
+}
+
 /// Every program of this file (for tools: `coda inspect`, `coda tune`).
-pub fn kernels() -> [&'static coda::Kernel; 8] {
+pub fn kernels() -> [&'static coda::Kernel; 11] {
     [
         &gated_mix::KERNEL,
         &two_partials::KERNEL,
@@ -106,5 +140,8 @@ pub fn kernels() -> [&'static coda::Kernel; 8] {
         &rank_one_stores::KERNEL,
         &linear::KERNEL,
         &swiglu::KERNEL,
+        &math_functions::KERNEL,
+        &math_activations::KERNEL,
+        &lse_rows::KERNEL,
     ]
 }

@@ -83,7 +83,7 @@ fn forward_row(c: &BlockConfig, w: &W, attn: &[f64], x0: &[f64], pos: f64, path:
     let x2: Vec<f64> = matvec(&y1, &w.wd, f).iter().zip(&x1).map(|(a, b)| rnd(rnd(*a) + b)).collect();
     let n2 = rms_norm(&x2, &w.g2, eps, path);
     let mut qkv: Vec<f64> = matvec(&n2, &w.wqkv, d).into_iter().map(rnd).collect();
-    for (p, freq) in c.rope_freq().chunks(2).enumerate() {
+    for (p, freq) in c.rope_freq().expect("the block's config passes its check").chunks(2).enumerate() {
         let angle = pos * freq[0] as f64;
         let (s, co) = (rnd(angle.sin()), rnd(angle.cos()));
         let (a, b) = (qkv[2 * p], qkv[2 * p + 1]);
@@ -235,7 +235,7 @@ fn backward_row(
 
     // RoPE backward: the inverse rotation.
     let mut dz2 = dqkv.to_vec();
-    for (p, freq) in c.rope_freq().chunks(2).enumerate() {
+    for (p, freq) in c.rope_freq().expect("the block's config passes its check").chunks(2).enumerate() {
         let (s, co) = (pos * freq[0] as f64).sin_cos();
         let (s, co) = (rnd(s), rnd(co));
         let (a, b) = (dqkv[2 * p], dqkv[2 * p + 1]);

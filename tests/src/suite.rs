@@ -116,11 +116,11 @@ fn single_gemm(
 
 /// RoPE inputs as in a model: positions of 4096-token sequences and the
 /// per-column frequencies of heads of 128 (q, k rotated, v not).
-fn realistic_rope(m: usize, n3: usize) -> (Vec<f32>, Vec<f32>) {
+fn realistic_rope(m: usize, n3: usize) -> Result<(Vec<f32>, Vec<f32>), Error> {
     let pos = (0..m).map(|i| (i % 4096) as f32).collect();
     let heads = n3 / 3 / 128;
     let c = coda_llama::BlockConfig { hidden: n3 / 3, ffn: 8, heads, kv_heads: heads, head_dim: 128, eps: 1e-5, rope_theta: 10000.0 };
-    (pos, c.rope_freq())
+    Ok((pos, c.rope_freq()?))
 }
 
 /// The LM-head tail (final norm, head GEMM, cross-entropy), forward and
@@ -206,7 +206,7 @@ pub fn run(stream: &Stream, plan: &Plan, progress: &mut dyn FnMut(usize, &Row)) 
             &mut rows,
         );
         let rope = |s: &mut Setup, p: &Program| {
-            let (pos, freq) = realistic_rope(n, 3 * n);
+            let (pos, freq) = realistic_rope(n, 3 * n)?;
             s.set_f32_input(stream, p, "pos", &pos)?;
             s.set_f32_input(stream, p, "freq", &freq)
         };

@@ -1,14 +1,12 @@
 //! GPU tests: need an sm_90a device (H100/H200). Where there is none (CI),
 //! they print why and pass without running. Run them on the GPU machine with
-//! the built test binary: `gpu [--quick] [--only NAME-PART]`.
+//! the built test binary: `gpu [--quick | --sanitize] [--only NAME-PART]`.
 
-use coda_llama::programs::{linear_cross_entropy, linear_rowscale_swiglu, rmsnorm_backward};
+use coda_llama::programs as llama;
 use coda_runtime::{Choice, Error, Raster, RowPartials, Stream, Tensor, bf16};
 use coda_tests::host::Rng;
-use coda_tests::programs::{
-    dswiglu, gated_mix, linear, norm_weight_grad, rank_one_stores, rowscale_rope, swiglu, two_partials,
-};
-use coda_tests::{backward, block, harness};
+use coda_tests::programs::{self as kit, dswiglu, linear, two_partials};
+use coda_tests::{backward, block, edges, harness, stress};
 
 struct Outcome {
     name: String,
@@ -33,13 +31,23 @@ impl Runner {
         self.outcomes.push(Outcome { name, pass });
     }
 
+    /// As [`Runner::outcome`], not run (and not counted) when `skip`.
+    fn outcome_unless(&mut self, skip: bool, name: String, f: impl FnOnce() -> Result<(bool, String), Error>) {
+        if !skip {
+            self.outcome(name, f);
+        }
+    }
+
     fn case(&mut self, name: String, f: impl FnOnce() -> Result<harness::Report, Error>) {
         self.outcome(name, || {
             let r = f()?;
             let mut detail = format!("rows checked {}, repeat bitwise {}\n", r.rows_checked, r.repeat_bitwise);
             for c in &r.checks {
                 let verdict = if c.pass() { "ok" } else { "FAIL" };
-                detail += &format!("    {:<36} err {:.3e}  bf16 err {:.3e}  {verdict}\n", c.output, c.err, c.yardstick);
+                detail += &format!(
+                    "    {:<36} err {:.3e} (rel {:.1e})  bf16 err {:.3e}  {verdict}\n",
+                    c.output, c.err, c.rel_err, c.yardstick
+                );
             }
             Ok((r.pass(), detail))
         });
@@ -57,6 +65,110 @@ fn bad_input_launches_nothing(stream: &Stream) -> Result<(bool, String), Error> 
     let untouched = y.to_host()?.iter().all(|v| v.to_bits() == 0xFFFF);
     let pass = matches!(&err, Error::Arg { name, .. } if name == "a") && untouched;
     Ok((pass, format!("    error: {err}; output untouched: {untouched}\n")))
+}
+
+/// A TMA descriptor the driver refuses makes the launcher return an error
+/// and launch nothing: the raw C ABI of `linear` (bypassing the checks that
+/// refuse this first) with an A operand 2 bytes off 16-byte alignment.
+fn tma_failure_is_an_error(stream: &Stream) -> Result<(bool, String), Error> {
+    use coda_runtime::ffi::GemmLaunch;
+    use cudarc::driver::DevicePtr;
+    unsafe extern "C" {
+        fn coda_coda_tests_0_1_0_linear__pp_128x128_c1x2_run(p: *mut GemmLaunch) -> i32;
+        fn coda_coda_tests_0_1_0_linear__pp_128x128_c1x2_workspace(p: *mut GemmLaunch, bytes: *mut usize) -> i32;
+    }
+    let (m, n, k) = (256usize, 256usize, 256usize);
+    let a = Tensor::<bf16>::zeros(stream, &[m * k + 8])?;
+    let b = Tensor::<bf16>::zeros(stream, &[n, k])?;
+    let mut y = Tensor::<bf16>::zeros(stream, &[m, n])?;
+    y.poison()?;
+    let cs = stream.cuda();
+    let (pa, _ga) = a.slice().device_ptr(cs);
+    let (pb, _gb) = b.slice().device_ptr(cs);
+    let (py, _gy) = y.slice().device_ptr(cs);
+    let tensors = [py as *mut std::ffi::c_void];
+    let mut launch = GemmLaunch {
+        m: m as i64,
+        n: n as i64,
+        k: k as i64,
+        a: (pa + 2) as *const std::ffi::c_void,
+        b: pb as *const std::ffi::c_void,
+        tensors: tensors.as_ptr(),
+        scalars: std::ptr::null(),
+        workspace: std::ptr::null_mut(),
+        workspace_bytes: 0,
+        device_id: stream.ordinal() as i32,
+        sm_count: stream.sm_count(),
+        swizzle: 1,
+        raster: 0,
+        stream: cs.cu_stream() as *mut std::ffi::c_void,
+        message: [0; 256],
+    };
+    cs.context().bind_to_thread()?;
+    let mut need = 0usize;
+    // SAFETY: every pointer is a live device buffer of this stream (A's offset
+    // stays inside it), the workspace is sized by the launcher's own answer.
+    let sized = unsafe { coda_coda_tests_0_1_0_linear__pp_128x128_c1x2_workspace(&mut launch, &mut need) };
+    let ws = Tensor::<f32>::zeros(stream, &[need.div_ceil(4).max(1)])?;
+    let (pw, _gw) = ws.slice().device_ptr(cs);
+    launch.workspace = pw as *mut std::ffi::c_void;
+    launch.workspace_bytes = need;
+    let code = unsafe { coda_coda_tests_0_1_0_linear__pp_128x128_c1x2_run(&mut launch) };
+    drop((_ga, _gb, _gy, _gw));
+    let untouched = y.to_host()?.iter().all(|v| v.to_bits() == 0xFFFF);
+    let message = launch.message();
+    let pass = sized == 0 && code == 2 && message.contains("TMA descriptor creation") && untouched;
+    Ok((pass, format!("    code {code}: {message}; output untouched: {untouched}\n")))
+}
+
+/// Public functions given bad input (each once a panic, a hang or a wrong
+/// answer) return an error naming the argument, and launch nothing.
+fn bad_inputs_are_errors(stream: &Stream) -> Result<(bool, String), Error> {
+    use coda_llama::{BlockState, HeadBackwardState, HeadState, HeadWeights};
+    let mut detail = String::new();
+    let mut pass = true;
+    let mut expect = |what: &str, arg: &str, r: Result<(), Error>| {
+        let ok = matches!(&r, Err(Error::Arg { name, .. }) if name == arg);
+        pass &= ok;
+        detail += &format!("    {what}: {}\n", match r {
+            Err(e) => e.to_string(),
+            Ok(()) => "accepted".into(),
+        });
+    };
+    let (m, n, k) = (256, 256, 256);
+    let x = Tensor::<bf16>::zeros(stream, &[m, k])?;
+    let w = Tensor::<bf16>::zeros(stream, &[n, k])?;
+    let mut y = Tensor::<bf16>::zeros(stream, &[m, n])?;
+    y.poison()?;
+    let bad_swizzle = Choice { swizzle: 3, ..Choice::own(&linear::KERNEL) };
+    expect("swizzle 3", "choice", linear::launch_as(stream, &bad_swizzle, linear::Args { a: &x, b: &w, y: &mut y }));
+    let untouched = y.to_host()?.iter().all(|v| v.to_bits() == 0xFFFF);
+    let mut config = Choice::own(&two_partials::KERNEL).config;
+    config.tile_n = 0;
+    let empty_tile = Choice { config, ..Choice::own(&two_partials::KERNEL) };
+    let (res, other) = (Tensor::<bf16>::zeros(stream, &[m, n])?, Tensor::<bf16>::zeros(stream, &[m, n])?);
+    let (mut g, mut s1, mut s2) = (Tensor::<bf16>::zeros(stream, &[m, n])?, RowPartials::new(), RowPartials::new());
+    let args = two_partials::Args { a: &x, b: &w, res: &res, other: &other, g: &mut g, sum_g: &mut s1, sum_log: &mut s2, eps: 1e-3 };
+    expect("a choice with an empty tile", two_partials::KERNEL.name(), two_partials::launch_as(stream, &empty_tile, args));
+    let lse = Tensor::<f32>::zeros(stream, &[m])?;
+    let targets = Tensor::<i32>::zeros(stream, &[m])?;
+    let (mut loss, mut mean) = (Tensor::<f32>::zeros(stream, &[m])?, Tensor::<f32>::zeros(stream, &[1])?);
+    for classes in [0, usize::MAX] {
+        let r = coda_runtime::aux::cross_entropy_loss(stream, &lse, &lse, &targets, classes, &mut loss, &mut mean);
+        expect(&format!("cross_entropy_loss with {classes} classes"), "n_classes", r);
+    }
+    let mut none: [coda_runtime::bench::Launch<'_>; 0] = [];
+    let r = coda_runtime::bench::interleaved(stream, std::time::Duration::ZERO, 0, 1, &mut none).map(|_| ());
+    expect("bench::interleaved with 0 samples", "samples", r);
+    let c = block::config(256, 512);
+    expect("BlockState with 0 tokens", "tokens", BlockState::new(stream, &c, 0).map(|_| ()));
+    let head = HeadWeights::new(Tensor::zeros(stream, &[256])?, Tensor::zeros(stream, &[4096, 256])?, 1e-5)?;
+    expect("HeadState with 0 tokens", "tokens", HeadState::new(stream, &head, 0).map(|_| ()));
+    expect("HeadBackwardState with 0 tokens", "tokens", HeadBackwardState::new(stream, &head, 0, 256).map(|_| ()));
+    expect("HeadBackwardState with usize::MAX tokens", "tokens", HeadBackwardState::new(stream, &head, usize::MAX, 256).map(|_| ()));
+    expect("HeadBackwardState with chunks of 100 rows", "chunk_rows", HeadBackwardState::new(stream, &head, 1000, 100).map(|_| ()));
+    detail += &format!("    output untouched after the refused swizzle: {untouched}\n");
+    Ok((pass && untouched, detail))
 }
 
 /// Work on another stream that reads a launch's output is ordered after the
@@ -101,18 +213,38 @@ fn partials_have_one_producer(stream: &Stream) -> Result<(bool, String), Error> 
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let quick = args.iter().any(|a| a == "--quick");
+    // `--sanitize`: every program, config and op once at small ragged shapes,
+    // for compute-sanitizer (scripts/sanitize.sh); no stress, no 8192² case,
+    // no deliberately refused TMA descriptor.
+    let sanitize = args.iter().any(|a| a == "--sanitize");
+    let quick = sanitize || args.iter().any(|a| a == "--quick");
     let only = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)).cloned();
+    let stress_seconds = if quick { 5.0 } else { 30.0 };
     // The ragged shape: M and N not multiples of any tile, K not of 64 (N/2 is a multiple of 8).
-    let shapes: &[(usize, usize, usize)] = if quick { &[(1000, 528, 264)] } else { &[(4096, 4096, 4096), (1000, 528, 264)] };
-    let ce: &[(usize, usize, usize)] = if quick { &[(1000, 30000, 264)] } else { &[(4096, 32768, 4096), (1000, 30000, 264)] };
+    let shapes: &[(usize, usize, usize)] = if sanitize {
+        &[(300, 272, 136)]
+    } else if quick {
+        &[(1000, 528, 264)]
+    } else {
+        &[(4096, 4096, 4096), (1000, 528, 264)]
+    };
+    let ce: &[(usize, usize, usize)] = if sanitize {
+        &[(300, 4000, 136)]
+    } else if quick {
+        &[(1000, 30000, 264)]
+    } else {
+        &[(4096, 32768, 4096), (1000, 30000, 264)]
+    };
     // 16K tokens, and a ragged count (not a multiple of any tile).
-    let blocks: &[usize] = if quick { &[1999] } else { &[16384, 15999] };
+    let blocks: &[usize] = if sanitize { &[300] } else if quick { &[1999] } else { &[16384, 15999] };
     // The backward at the same shapes (sampled rows and whole M-tiles), and
     // complete (every row, every weight gradient) at a small ragged shape.
     let small = block::config(256, 512);
+    let large = block::config(2048, 8192);
     // The LM-head tail: (d, V, M, chunk rows, complete?, fused forward+backward?).
-    let heads: &[(usize, usize, usize, usize, bool, bool)] = if quick {
+    let heads: &[(usize, usize, usize, usize, bool, bool)] = if sanitize {
+        &[(256, 4096, 300, 256, true, false), (256, 4096, 300, 256, true, true)]
+    } else if quick {
         &[(256, 4096, 1000, 256, true, false), (256, 4096, 1000, 256, true, true)]
     } else {
         &[
@@ -122,19 +254,40 @@ fn main() {
             (2048, 32768, 16384, 4096, false, true),
         ]
     };
-    let programs: [(&str, &coda_runtime::Kernel, coda_runtime::dsl::Program); 11] = [
-        ("gated_mix", &gated_mix::KERNEL, gated_mix::program()),
-        ("two_partials", &two_partials::KERNEL, two_partials::program()),
-        ("llama::linear_rowscale_swiglu", &linear_rowscale_swiglu::KERNEL, linear_rowscale_swiglu::program()),
-        ("rowscale_rope", &rowscale_rope::KERNEL, rowscale_rope::program()),
-        ("dswiglu", &dswiglu::KERNEL, dswiglu::program()),
-        ("llama::linear_cross_entropy", &linear_cross_entropy::KERNEL, linear_cross_entropy::program()),
-        ("norm_weight_grad", &norm_weight_grad::KERNEL, norm_weight_grad::program()),
-        ("rank_one_stores", &rank_one_stores::KERNEL, rank_one_stores::program()),
-        ("llama::rmsnorm_backward (B [K, N])", &rmsnorm_backward::KERNEL, rmsnorm_backward::program()),
-        ("linear (coda bench's plain GEMM)", &linear::KERNEL, linear::program()),
-        ("swiglu (coda bench's GEMM + SwiGLU)", &swiglu::KERNEL, swiglu::program()),
+    // Every program the default build compiles: this kit's and the Llama ops'.
+    macro_rules! programs {
+        ($($lib:ident :: $name:ident),* $(,)?) => {
+            vec![$((concat!(stringify!($lib), "::", stringify!($name)), &$lib::$name::KERNEL, $lib::$name::program())),*]
+        };
+    }
+    let programs: Vec<(&str, &coda_runtime::Kernel, coda_runtime::dsl::Program)> = programs![
+        kit::gated_mix,
+        kit::two_partials,
+        kit::rowscale_rope,
+        kit::dswiglu,
+        kit::norm_weight_grad,
+        kit::rank_one_stores,
+        kit::linear,
+        kit::swiglu,
+        kit::math_functions,
+        kit::math_activations,
+        kit::lse_rows,
+        llama::linear_residual_rms_partial,
+        llama::linear_rowscale_swiglu,
+        llama::linear_rowscale_swiglu_save,
+        llama::linear_rowscale_rope,
+        llama::linear_cross_entropy,
+        llama::rmsnorm_backward,
+        llama::rmsnorm_backward_head,
+        llama::rope_backward,
+        llama::linear_dswiglu,
+        llama::linear_cross_entropy_backward,
+        llama::rms_input,
+        llama::matmul,
+        llama::linear_cross_entropy_save,
+        llama::cross_entropy_grad,
     ];
+    assert_eq!(programs.len(), coda_tests::programs::kernels().len() + coda_llama::programs::kernels().len(), "every program");
     // Each compiled config of each program at every shape (the program's own
     // with CUTLASS's scheduler defaults, the others with swizzle 8 along N),
     // and the own config with swizzle 8 along M at the ragged shape: both
@@ -157,7 +310,7 @@ fn main() {
         Ok(s) => s,
         Err(e) => {
             println!("gpu tests: SKIPPED, {e}. Their results come from runs on an H200 (see README).");
-            let cases = generic.len() + ce.len() + 2 * blocks.len() + 1 + heads.len() + 1 + 3;
+            let cases = generic.len() + ce.len() + 2 * blocks.len() + 1 + heads.len() + 1 + 11;
             println!("0 passed, 0 failed, {cases} skipped");
             return;
         }
@@ -169,16 +322,14 @@ fn main() {
         });
     }
     for &(m, v, k) in ce {
-        run.case(format!("cross-entropy loss M={m} V={v} K={k}"), || harness::cross_entropy_case(&stream, m, v, k, 11));
+        run.case(format!("cross-entropy loss M={m} V={v} K={k}"), || harness::cross_entropy_case(&stream, m, v, k, 11, false));
     }
-    let big = block::config(2048, 8192);
+    let (big, big_name) = if sanitize { (&small, "d=256 ffn=512 heads 2x128 kv 1") } else { (&large, "d=2048 ffn=8192 heads 16x128 kv 4") };
     for &m in blocks {
-        run.case(format!("block forward d=2048 ffn=8192 heads 16x128 kv 4, M={m}"), || block::forward_case(&stream, &big, m, 128, 21));
+        run.case(format!("block forward {big_name}, M={m}"), || block::forward_case(&stream, big, m, 128, 21));
     }
     for &m in blocks {
-        run.case(format!("block backward d=2048 ffn=8192 heads 16x128 kv 4, M={m}"), || {
-            backward::backward_case(&stream, &big, m, 32, 22, false)
-        });
+        run.case(format!("block backward {big_name}, M={m}"), || backward::backward_case(&stream, big, m, 32, 22, false));
     }
     run.case("block backward d=256 ffn=512 heads 2x128 kv 1, M=1000, every row and weight".into(), || {
         backward::backward_case(&stream, &small, 1000, 0, 23, true)
@@ -196,8 +347,36 @@ fn main() {
         let pass = counts.iter().all(|(_, got, want)| got == want);
         Ok((pass, detail))
     });
+    run.case("math functions over wide ranges (errors against f64)".into(), || edges::math_case(&stream, false, 41));
+    run.case("math functions on IEEE special values (NaN, ±inf, ±0, subnormals)".into(), || edges::math_case(&stream, true, 42));
+    run.case("activations over wide ranges (errors against f64)".into(), || edges::activations_case(&stream, 43));
+    run.case("row_lse and lse_from_partials on rows of -inf, ±1e4, one column, NaN, +inf".into(), || edges::lse_case(&stream, 44));
+    run.case("cross-entropy loss with every target ignored (mean NaN)".into(), || {
+        let (m, v, k) = *ce.last().expect("a cross-entropy shape");
+        harness::cross_entropy_case(&stream, m, v, k, 45, true)
+    });
+    // Not under compute-sanitizer: the driver's refusal is this test's point,
+    // and memcheck reports that API error.
+    run.outcome_unless(sanitize, "a TMA descriptor the driver refuses is an error, nothing launched".into(), || {
+        tma_failure_is_an_error(&stream)
+    });
     run.outcome("bad K refused, nothing launched".into(), || bad_input_launches_nothing(&stream));
-    run.outcome("a second stream reading an output waits for the launch".into(), || other_streams_wait_for_launches(&stream));
+    run.outcome("public functions refuse bad input with errors naming the argument".into(), || bad_inputs_are_errors(&stream));
+    let stress_name = format!("stress: 4 threads on one stream and 4 with a stream each, {stress_seconds} s");
+    run.outcome_unless(sanitize, stress_name, || {
+        let o = stress::run(&stream, 4, 4, stress_seconds);
+        let mut detail = format!(
+            "    {} threads, {} launches in {:.1} s, {} relaunches differing from their first run\n",
+            o.threads, o.launches, o.seconds, o.mismatched_launches
+        );
+        for f in &o.failures {
+            detail += &format!("    {f}\n");
+        }
+        Ok((o.pass(), detail))
+    });
+    run.outcome_unless(sanitize, "a second stream reading an output waits for the launch".into(), || {
+        other_streams_wait_for_launches(&stream)
+    });
     run.outcome("partials written by one program are refused to another".into(), || partials_have_one_producer(&stream));
 
     let outcomes = run.outcomes;

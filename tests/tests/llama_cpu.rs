@@ -27,17 +27,17 @@ fn layouts_round_trip() {
     let (f, d) = (6, 4);
     let gate: Vec<u32> = (0..(f * d) as u32).collect();
     let up: Vec<u32> = (1000..1000 + (f * d) as u32).collect();
-    let w = interleave_gate_up(&gate, &up, f, d);
+    let w = interleave_gate_up(&gate, &up, f, d).unwrap();
     assert_eq!(&w[..2 * d], &[0, 1, 2, 3, 1000, 1001, 1002, 1003]);
-    assert_eq!(split_gate_up(&w, f, d), (gate, up));
+    assert_eq!(split_gate_up(&w, f, d).unwrap(), (gate, up));
 
     let (heads, hd) = (3, 8);
     let q: Vec<u32> = (0..(heads * hd * d) as u32).collect();
-    let adj = rope_pairs_adjacent(&q, heads, hd, d);
+    let adj = rope_pairs_adjacent(&q, heads, hd, d).unwrap();
     // Head 0's rows become 0, 4, 1, 5, 2, 6, 3, 7.
     let first: Vec<u32> = adj.chunks(d).take(hd).map(|r| r[0] / d as u32).collect();
     assert_eq!(first, [0, 4, 1, 5, 2, 6, 3, 7]);
-    assert_eq!(rope_pairs_half(&adj, heads, hd, d), q);
+    assert_eq!(rope_pairs_half(&adj, heads, hd, d).unwrap(), q);
 }
 
 /// RoPE in the checkpoint's rotate_half pairing equals RoPE on adjacent pairs
@@ -58,7 +58,7 @@ fn adjacent_pair_rope_matches_rotate_half() {
             rotated_half[h * hd + i + hd / 2] = a * s + b * c;
         }
     }
-    let adj_q = proj(&rope_pairs_adjacent(&wq, heads, hd, d));
+    let adj_q = proj(&rope_pairs_adjacent(&wq, heads, hd, d).unwrap());
     let mut rotated_adj = adj_q.clone();
     for p in 0..heads * hd / 2 {
         let (a, b) = (adj_q[2 * p], adj_q[2 * p + 1]);
@@ -67,7 +67,7 @@ fn adjacent_pair_rope_matches_rotate_half() {
         rotated_adj[2 * p + 1] = a * s + b * c;
     }
     // Rows of width 1: the inverse permutation applied to the output vector.
-    let back = rope_pairs_half(&rotated_adj, heads, hd, 1);
+    let back = rope_pairs_half(&rotated_adj, heads, hd, 1).unwrap();
     for (a, b) in back.iter().zip(&rotated_half) {
         assert!((a - b).abs() < 1e-12);
     }
@@ -81,7 +81,7 @@ fn small_block() -> (BlockConfig, HostWeights) {
     let w = HostWeights {
         wo: bf(&values(d * ka, 3, 0.2)),
         gamma1: bf(&values(d, 4, 0.5).iter().map(|g| 1.0 + g).collect::<Vec<_>>()),
-        w_gate_up: bf(&interleave_gate_up(&values(f * d, 5, 0.2), &values(f * d, 6, 0.2), f, d)),
+        w_gate_up: bf(&interleave_gate_up(&values(f * d, 5, 0.2), &values(f * d, 6, 0.2), f, d).unwrap()),
         w_down: bf(&values(d * f, 7, 0.1)),
         gamma2: bf(&values(d, 8, 0.5).iter().map(|g| 1.0 + g).collect::<Vec<_>>()),
         w_qkv: bf(&qkv_from_checkpoint(
@@ -92,7 +92,8 @@ fn small_block() -> (BlockConfig, HostWeights) {
             c.kv_heads,
             16,
             d,
-        )),
+        )
+        .unwrap()),
     };
     (c, w)
 }
@@ -171,7 +172,7 @@ fn fused_forward(run: &Run, c: &BlockConfig, w: &HostWeights, attn: &[bf16], x0:
     let o2 = run(&linear_rowscale_swiglu_save::program(), 2 * f, gemm_nt(&o1["u"], &up(&w.w_gate_up), d), vec![("r", r1.clone())]);
     let o3 = run(&p1, d, gemm_nt(&o2["y"], &up(&w.w_down), f), vec![("residual", o1["h"].clone()), ("gamma", up(&w.gamma2))]);
     let r2 = interp::rms_from_partials(&o3["sq"], p1.n_tiles(d), d, c.eps as f64);
-    let freq: Vec<f64> = c.rope_freq().iter().map(|&v| v as f64).collect();
+    let freq: Vec<f64> = c.rope_freq().unwrap().iter().map(|&v| v as f64).collect();
     let o4 = run(
         &linear_rowscale_rope::program(),
         c.qkv_width(),
@@ -218,7 +219,7 @@ fn reparameterised_backward_equals_the_standard_block_in_f64() {
     let run = interpreter(m);
     let fw = fused_forward(&run, &c, &w, &attn, &x0, &pos64);
     let inv_d = 1.0 / d as f64;
-    let freq: Vec<f64> = c.rope_freq().iter().map(|&v| v as f64).collect();
+    let freq: Vec<f64> = c.rope_freq().unwrap().iter().map(|&v| v as f64).collect();
     let rope = rope_backward::program();
     let b1 = run(&rope, q, vec![], vec![("dy", up(&dqkv)), ("y", fw.o4["y"].clone()), ("pos", pos64), ("freq", freq)]);
     let s2 = row_sums(&b1["dot"], rope.n_tiles(q), inv_d);

@@ -74,10 +74,21 @@ CUTLASS_DEVICE auto coord_callbacks(Args const& args, P params) {
   return Callbacks<decltype(args.tCcD), decltype(args.residue_tCcD)>(args.tCcD, args.residue_tCcD, r0, c0, params);
 }
 
-// Merges (m2, s2) into (m1, s1): the running max and Σ exp(x − max).
+// Merges (m2, s2) into (m1, s1): the running max and Σ exp(x − max). As the
+// interpreter (coda-dsl interp, lse_empty_or_infinite): a NaN max is (NaN,
+// NaN), an empty or all −∞ part (−∞, 0), a +∞ max (+∞, 1).
 CUTLASS_DEVICE void lse_merge(float& m1, float& s1, float m2, float s2) {
+  if (isnan(m1) || isnan(m2)) {
+    m1 = s1 = CUDART_NAN_F;
+    return;
+  }
   float m = fmaxf(m1, m2);
   if (m == -CUDART_INF_F) return;  // both empty
+  if (m == CUDART_INF_F) {
+    m1 = m;
+    s1 = 1.f;
+    return;
+  }
   s1 = s1 * __expf(m1 - m) + s2 * __expf(m2 - m);
   m1 = m;
 }
@@ -130,12 +141,20 @@ struct RowLsePartials : PlainNode<RowLseArgs> {
       for (int row = 0; row < 2; ++row) {
         // This subtile's max, then its sum, over the row's valid slots.
         float m = -CUDART_INF_F;
+        bool nan = false;
         CUTLASS_PRAGMA_UNROLL
         for (int i = 0; i < FragmentSize; ++i) {
-          if ((i / 2) % 2 == row && elem_less(coords(epi_v * FragmentSize + i), residue)) m = fmaxf(m, float(x[i]));
+          if ((i / 2) % 2 == row && elem_less(coords(epi_v * FragmentSize + i), residue)) {
+            nan |= isnan(float(x[i]));
+            m = fmaxf(m, float(x[i]));
+          }
         }
         float s = 0.f;
-        if (m != -CUDART_INF_F) {  // all −inf (or masked): the row contributes nothing
+        if (nan) {
+          m = s = CUDART_NAN_F;
+        } else if (m == CUDART_INF_F) {
+          s = 1.f;
+        } else if (m != -CUDART_INF_F) {  // all −inf (or masked): the row contributes nothing
           CUTLASS_PRAGMA_UNROLL
           for (int i = 0; i < FragmentSize; ++i) {
             if ((i / 2) % 2 == row && elem_less(coords(epi_v * FragmentSize + i), residue)) s += __expf(float(x[i]) - m);

@@ -8,8 +8,46 @@
 
 #include <cstdio>
 #include <cstring>
+#include <exception>
 
 #include <cuda_runtime.h>
+
+#include "cutlass/cuda_host_adapter.hpp"
+
+namespace coda::sm90 {
+// What creating this thread's TMA descriptors gave, since `run` last reset it.
+struct TmaEncodes {
+  int calls = 0;
+  CUresult error = CUDA_SUCCESS;
+};
+inline thread_local TmaEncodes tma_encodes;
+}  // namespace coda::sm90
+
+namespace cutlass {
+// CUTLASS builds every TMA descriptor through this wrapper (make_tma_copy_desc
+// in cute/atom/copy_traits_sm90_tma.hpp) and, under NDEBUG, only prints a
+// failure to stderr and goes on; this specialisation for the argument types
+// that call deduces records the result, so `run` refuses to launch.
+template <>
+inline CUresult call_cuTensorMapEncodeTiled<CUtensorMap*, CUtensorMapDataType, int, void*, uint64_t*, uint64_t*,
+                                            uint32_t*, uint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                            CUtensorMapL2promotion, CUtensorMapFloatOOBfill>(
+    CUtensorMap* desc, CUtensorMapDataType format, int rank, void* address, uint64_t* dims, uint64_t* strides,
+    uint32_t* box, uint32_t* element_strides, CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,
+    CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill fill) {
+  cudaDriverEntryPointQueryResult found{};
+  void* fn = nullptr;
+  CUresult r = CUDA_ERROR_NOT_FOUND;
+  if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) == cudaSuccess &&
+      found == cudaDriverEntryPointSuccess) {
+    r = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn)(desc, format, rank, address, dims, strides, box,
+                                                                element_strides, interleave, swizzle, l2, fill);
+  }
+  coda::sm90::tma_encodes.calls += 1;
+  if (r != CUDA_SUCCESS && coda::sm90::tma_encodes.error == CUDA_SUCCESS) coda::sm90::tma_encodes.error = r;
+  return r;
+}
+}  // namespace cutlass
 
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
@@ -206,13 +244,26 @@ inline int fail(CodaGemmLaunch& p, int code, char const* what, char const* detai
   return code;
 }
 
+// Runs a launcher body; a C++ exception must not unwind through the C ABI.
+template <class F>
+int guarded(CodaGemmLaunch& p, F&& body) {
+  try {
+    return body();
+  } catch (std::exception const& e) {
+    return fail(p, CODA_INIT_FAILED, "C++ exception", e.what());
+  } catch (...) {
+    return fail(p, CODA_INIT_FAILED, "C++ exception", "unknown");
+  }
+}
+
 template <class G>
 int workspace_size(CodaGemmLaunch& p, typename G::Arguments const& args, size_t* bytes) {
   *bytes = G::Adapter::get_workspace_size(args);
   return CODA_OK;
 }
 
-// can_implement → initialize (workspace, smem attribute) → launch on p.stream.
+// can_implement → initialize (workspace, smem attribute, TMA descriptors) →
+// launch on p.stream.
 template <class G>
 int run(CodaGemmLaunch& p, typename G::Arguments const& args) {
   if (p.stream == nullptr) {
@@ -228,9 +279,20 @@ int run(CodaGemmLaunch& p, typename G::Arguments const& args) {
   if (st != cutlass::Status::kSuccess) {
     return fail(p, CODA_CANNOT_IMPLEMENT, "CUTLASS can_implement", cutlass::cutlassGetStatusString(st));
   }
+  tma_encodes = TmaEncodes{};
   st = gemm.initialize(args, p.workspace, stream);
   if (st != cutlass::Status::kSuccess) {
     return fail(p, CODA_INIT_FAILED, "CUTLASS initialize", cutlass::cutlassGetStatusString(st));
+  }
+  // A and B are always TMA loads: no recorded call means the interception above
+  // no longer matches CUTLASS's call, and a failure would go unseen.
+  if (tma_encodes.calls == 0) {
+    return fail(p, CODA_INIT_FAILED, "TMA descriptors", "creation was not observed (coda/sm90_gemm.hpp out of date with CUTLASS)");
+  }
+  if (tma_encodes.error != CUDA_SUCCESS) {
+    char detail[32];
+    std::snprintf(detail, sizeof(detail), "CUresult %d", int(tma_encodes.error));
+    return fail(p, CODA_INIT_FAILED, "TMA descriptor creation (cuTensorMapEncodeTiled)", detail);
   }
   st = gemm.run(stream);
   if (st != cutlass::Status::kSuccess) {

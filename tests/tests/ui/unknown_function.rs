@@ -2,7 +2,7 @@ use coda_runtime as coda;
 
 #[coda::epilogue]
 fn act(acc: Acc) -> Tile<bf16> {
-    let y = gelu(acc);
+    let y = mish(acc);
     y
 }
 

@@ -1,0 +1,36 @@
+//! Generates `CODA_RANDOM_PROGRAMS` programs (default 2, what CI compiles)
+//! from `CODA_RANDOM_SEED` with coda-dsl's seeded generator, writes them into
+//! one source file and compiles their kernels. The H200 batch is
+//! `CODA_RANDOM_PROGRAMS=100` (about 50 min of nvcc on two cores).
+
+use std::fmt::Write;
+
+fn main() {
+    println!("cargo:rerun-if-env-changed=CODA_RANDOM_PROGRAMS");
+    println!("cargo:rerun-if-env-changed=CODA_RANDOM_SEED");
+    let var = |name: &str, default: u64| match std::env::var(name) {
+        Ok(v) => v.parse().unwrap_or_else(|_| panic!("{name} must be a number, not `{v}`")),
+        Err(_) => default,
+    };
+    let count = var("CODA_RANDOM_PROGRAMS", 2) as usize;
+    let seed = var("CODA_RANDOM_SEED", 0xc0da_0201);
+    let batch = coda_dsl::testgen::batch(count, seed, "random_");
+
+    let mut src = format!("// {count} programs generated from seed {seed:#x} by coda-dsl's testgen (build.rs).\n\n");
+    for g in &batch {
+        src += &g.source;
+        src.push('\n');
+    }
+    src += "/// Each program: its name, source, kernel and IR.\npub fn all() -> Vec<Generated> {\n    vec![\n";
+    for g in &batch {
+        let _ = writeln!(
+            src,
+            "        Generated {{ name: {:?}, source: {:?}, kernel: &{}::KERNEL, program: {}::program() }},",
+            g.name, g.source, g.name, g.name
+        );
+    }
+    src += "    ]\n}\n";
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("random_programs.rs");
+    std::fs::write(&out, src).expect("OUT_DIR is writable");
+    coda_codegen::epilogues([&out]).compile("coda_random_kernels");
+}

@@ -1,0 +1,137 @@
+//! Numerical edge cases on the GPU, each against the interpreter: the
+//! special-function maps over wide ranges (their measured errors) and over
+//! IEEE special values, and `row_lse` with its finisher on rows of −∞, ±1e4,
+//! a single finite column, NaN and +∞.
+
+use std::collections::HashMap;
+
+use coda_runtime::dsl::interp::{self, Inputs, Precision};
+use coda_runtime::{Error, LsePartials, Stream, Tensor};
+
+use crate::harness::{self, Report};
+use crate::host::{Check, Rng};
+use crate::programs::{lse_rows, math_activations, math_functions};
+
+/// Values with a random sign and magnitude `10^[lo, hi]`, log-uniform.
+fn log_uniform(rng: &mut Rng, n: usize, lo: f64, hi: f64) -> Vec<f32> {
+    (0..n)
+        .map(|_| {
+            let v = 10f64.powf(rng.uniform(lo, hi)) as f32;
+            if rng.next_u64() % 2 == 0 { v } else { -v }
+        })
+        .collect()
+}
+
+/// IEEE special values and the boundaries of f32 (subnormals, the largest finite).
+const SPECIAL: [f32; 16] = [
+    f32::NAN,
+    f32::INFINITY,
+    f32::NEG_INFINITY,
+    0.0,
+    -0.0,
+    1e-40,
+    -1e-40,
+    f32::MIN_POSITIVE,
+    f32::MAX,
+    -f32::MAX,
+    1e30,
+    -1e30,
+    88.0,
+    -104.0,
+    1.0,
+    -1.0,
+];
+
+/// `math_functions` at a ragged shape: `x` in ±[1e-3, 30] (exp, tanh,
+/// sigmoid, silu) and `y` in ±10^[−6, 6] (log, division, rsqrt), or, with
+/// `special`, every pair of [`SPECIAL`] values among them.
+pub fn math_case(stream: &Stream, special: bool, seed: u64) -> Result<Report, Error> {
+    let (m, n) = (1000, 528);
+    let program = math_functions::program();
+    harness::verify_with(stream, &math_functions::KERNEL, &program, None, (m, n, 8), seed, |setup, rng| {
+        let mut x = log_uniform(rng, m * n, -3.0, 30f64.log10());
+        let mut y = log_uniform(rng, m * n, -6.0, 6.0);
+        if special {
+            // Every (x, y) pair of special values in the first rows, the rest as above.
+            for (i, (a, b)) in SPECIAL.iter().flat_map(|a| SPECIAL.iter().map(move |b| (*a, *b))).enumerate() {
+                x[i * 3] = a;
+                y[i * 3] = b;
+            }
+        }
+        setup.set_f32_input(stream, &program, "x", &x)?;
+        setup.set_f32_input(stream, &program, "y", &y)
+    })
+}
+
+/// `lse_rows` and `aux::lse_from_partials` over rows of special values
+/// (ragged M and N, three column tiles, the last partial), against the
+/// interpreter's partials and its `lse_from_partials`.
+pub fn lse_case(stream: &Stream, seed: u64) -> Result<Report, Error> {
+    let (m, n) = (77, 600);
+    let mut rng = Rng::new(seed);
+    let mut x: Vec<f32> = (0..m * n).map(|_| rng.uniform(-3.0, 3.0) as f32).collect();
+    let row = |r: usize| r * n..(r + 1) * n;
+    x[row(0)].fill(f32::NEG_INFINITY); // every column −∞: lse −∞
+    for (c, v) in x[row(1)].iter_mut().enumerate() {
+        *v = if c % 2 == 0 { 1e4 } else { -1e4 }; // ±1e4: no overflow
+    }
+    x[row(2)].fill(f32::NEG_INFINITY);
+    x[2 * n + 517] = 0.25; // one finite column, in the last tile
+    x[3 * n + 300] = f32::NAN; // one NaN: lse NaN
+    x[4 * n + 5] = f32::INFINITY; // one +∞: lse +∞
+    x[row(5)].fill(f32::NAN);
+    x[row(6)].fill(f32::NEG_INFINITY);
+    x[6 * n + 7] = f32::INFINITY;
+    let tx = Tensor::from_host(stream, &x, &[m, n])?;
+    let mut partials = LsePartials::new();
+    let mut lse = Tensor::<f32>::zeros(stream, &[m])?;
+    let mut run = || -> Result<[Vec<f32>; 2], Error> {
+        lse.poison()?;
+        partials.poison()?;
+        lse_rows::launch(stream, lse_rows::Args { x: &tx, l: &mut partials })?;
+        coda_runtime::aux::lse_from_partials(stream, &partials, &mut lse)?;
+        Ok([partials.tensor().expect("written by the launch").to_host()?, lse.to_host()?])
+    };
+    let got = run()?;
+    let again = run()?;
+    let repeat_bitwise = got.iter().zip(&again).all(|(a, b)| a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()));
+
+    let program = coda_runtime::dsl::Program { config: partials.producer().expect("written above").config, ..lse_rows::program() };
+    let (m_pad, n_tiles) = (program.m_padded(m), program.n_tiles(n));
+    let rows: Vec<usize> = (0..m).collect();
+    let inputs = Inputs {
+        acc: vec![],
+        tensors: HashMap::from([("x".to_string(), x.iter().map(|&v| v as f64).collect())]),
+        scalars: HashMap::new(),
+    };
+    let reference = interp::evaluate(&program, m, n, &inputs, Precision::F64).expect("inputs match");
+    let bf16_path = interp::evaluate(&program, m, n, &inputs, Precision::Bf16Unfused).expect("inputs match");
+    let lse_of = |o: &HashMap<String, Vec<f64>>| interp::lse_from_partials(&o["l"], n_tiles);
+    // The finisher stores f32: the yardstick rounds there too (at 1e4 the f32
+    // spacing, ~1e-3, is far above the bf16 path's error in f64).
+    let f32_store = |v: Vec<f64>| -> Vec<f64> { v.into_iter().map(|x| x as f32 as f64).collect() };
+    let lse_got: Vec<f64> = got[1].iter().map(|&v| v as f64).collect();
+    let checks = vec![
+        Check::new("lse partials", &interp::lse_partials_from_device(&got[0], m_pad, n_tiles, &rows), &bf16_path["l"], &reference["l"]),
+        Check::new("lse (aux)", &lse_got, &f32_store(lse_of(&bf16_path)), &lse_of(&reference)),
+    ];
+    // The special rows' values themselves, beside the comparison.
+    let expect = [f64::NEG_INFINITY, 1e4 + (300f64).ln(), 0.25, f64::NAN, f64::INFINITY, f64::NAN, f64::INFINITY];
+    let specials_ok = expect.iter().zip(&lse_got).all(|(e, g)| if e.is_nan() { g.is_nan() } else { (e - g).abs() <= 1e-3 * e.abs().max(1.0) || e == g });
+    let mut report = Report { rows_checked: m, checks, repeat_bitwise };
+    if !specials_ok {
+        report.checks.push(Check { output: format!("special rows {:?}", &lse_got[..7]), err: f64::INFINITY, yardstick: 0.0, rel_err: f64::INFINITY });
+    }
+    Ok(report)
+}
+
+/// `math_activations` (gelu, gelu_exact, softplus, pow) at a ragged shape
+/// on `x` in ±[1e-3, 10].
+pub fn activations_case(stream: &Stream, seed: u64) -> Result<Report, Error> {
+    let (m, n) = (1000, 528);
+    let program = math_activations::program();
+    harness::verify_with(stream, &math_activations::KERNEL, &program, None, (m, n, 8), seed, |setup, rng| {
+        let x = log_uniform(rng, m * n, -3.0, 1.0);
+        setup.set_f32_input(stream, &program, "x", &x)
+    })
+}
