@@ -14,11 +14,25 @@ fn main() {
     };
     let count = var("CODA_RANDOM_PROGRAMS", 2) as usize;
     let seed = var("CODA_RANDOM_SEED", 0xc0da_0201);
-    let batch = coda_dsl::testgen::batch(count, seed, "random_");
+    // Generated programs the build cannot compile yet, each an open bug with
+    // its regression test; the batch draws one more per skipped program.
+    const SKIP: [(u64, &str); 1] =
+        [(0xc0da_0201, "random_013")]; // smem estimate: coda-dsl tests/random_programs.rs, smem_estimate_keeps_room_for_cutlass_storage
+    let skip: Vec<&str> = SKIP.iter().filter(|(s, _)| *s == seed).map(|(_, name)| *name).collect();
+    let mut drawn = coda_dsl::testgen::batch(count + skip.len(), seed, "random_");
+    drawn.truncate(count + drawn.iter().take(count).filter(|g| skip.contains(&g.name.as_str())).count());
 
     let mut src = format!("// {count} programs generated from seed {seed:#x} by coda-dsl's testgen (build.rs).\n\n");
-    for g in &batch {
-        src += &g.source;
+    let mut batch = vec![];
+    for g in drawn {
+        if skip.contains(&g.name.as_str()) {
+            // Commented out in place: the programs after it keep their lines,
+            // which their generated C++ cites (and the kernel cache keys on).
+            src += &g.source.lines().map(|l| format!("// skipped: {l}\n")).collect::<String>();
+        } else {
+            src += &g.source;
+            batch.push(g);
+        }
         src.push('\n');
     }
     src += "/// Each program: its name, source, kernel and IR.\npub fn all() -> Vec<Generated> {\n    vec![\n";
@@ -31,6 +45,9 @@ fn main() {
     }
     src += "    ]\n}\n";
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("random_programs.rs");
-    std::fs::write(&out, src).expect("OUT_DIR is writable");
+    // Rewritten only when it changes: the build reruns when the file is newer.
+    if std::fs::read_to_string(&out).ok().as_deref() != Some(src.as_str()) {
+        std::fs::write(&out, src).expect("OUT_DIR is writable");
+    }
     coda_codegen::epilogues([&out]).compile("coda_random_kernels");
 }

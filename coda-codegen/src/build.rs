@@ -260,6 +260,13 @@ impl Build {
             cargo(format!("rerun-if-changed={}", path.display()));
         }
         let programs = lower_files(&paths, extra)?;
+        // A renamed program must not quietly lose its configs.
+        let mut unknown: Vec<&String> =
+            self.program_configs.keys().filter(|name| !programs.iter().any(|(v, _)| v.first().is_some_and(|p| &p.name == *name))).collect();
+        unknown.sort();
+        if let Some(name) = unknown.first() {
+            return Err(format!("coda: program_configs names `{name}`, which no listed file defines"));
+        }
 
         let tc = Toolchain::find_with(self.cuda_home.as_deref(), self.cutlass_home.as_deref(), |k| std::env::var_os(k))?;
         let headers = crate::templates::write(&out_dir.join("coda-include"))?;

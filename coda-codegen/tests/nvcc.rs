@@ -128,3 +128,22 @@ fn a_program_name_used_twice_is_an_error_at_the_second() {
     assert!(err.contains("bad.rs:4)"), "{err}");
     assert!(err.contains("bad.rs:9:8"), "{err}");
 }
+
+/// Per-program configs must name a program of the files: a renamed program
+/// would otherwise quietly lose them.
+#[test]
+fn program_configs_of_an_unknown_program_are_an_error() {
+    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("nvcc-test-unknown-program");
+    std::fs::create_dir_all(&tmp).unwrap();
+    std::fs::write(tmp.join("p.rs"), "#[coda::epilogue]\nfn p(acc: Acc) -> Tile<bf16> {\n    let y = acc;\n    y\n}\n").unwrap();
+    let err = coda_codegen::epilogues(["p.rs"])
+        .manifest_dir(&tmp)
+        .out_dir(&tmp)
+        .package("p")
+        .version("0.1.0")
+        .cargo_metadata(false)
+        .program_configs("q", coda_codegen::ConfigSet::All)
+        .try_compile("p")
+        .unwrap_err();
+    assert!(err.contains("program_configs names `q`, which no listed file defines"), "{err}");
+}

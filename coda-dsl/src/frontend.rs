@@ -296,8 +296,8 @@ impl Lowering {
                 Ok(Value::Elem(self.push(Op::Binary(op, a, b), w, span)))
             }
             "pow" => {
-                // x^n as multiplications by squaring: exact in the interpreter's
-                // precisions, no exp/log on the device.
+                // x^n as multiplications by squaring: the interpreter and the
+                // device round the same products, and no exp/log is involved.
                 arity(2)?;
                 let x = self.elem(args[0])?;
                 let n = match args[1] {

@@ -645,3 +645,26 @@ fn float_constants_round_trip_through_json() {
     let p = lower(source).unwrap().remove(0);
     assert_eq!(Program::from_json(&p.to_json()).unwrap(), p);
 }
+
+/// Found by the H200 batch (`coda-random-programs`, seed 0xc0da0201, its
+/// program 13): the shared-memory estimate (`coda_dsl::smem`) leaves this
+/// map program 2.04 mainloop stages of 48 KiB, CUTLASS's own count gives 1,
+/// and nvcc stops on "Specialization requires Stages set to value 2 or more"
+/// inside CUTLASS. Not a matter of slack: `math_functions` (tests/src) needs
+/// the slack at most 3 KiB and this program needs it above 3 KiB, so a term
+/// of the estimate is wrong for it (half-width f32 stores, a D-less map
+/// program or four row partials in one cooperative epilogue). Open: the
+/// estimate must be recalibrated against CUTLASS's `SharedStorage` sizes.
+#[test]
+#[ignore = "open bug: the smem estimate accepts this program; CUTLASS gets 1 stage"]
+fn smem_estimate_keeps_room_for_cutlass_storage() {
+    let source = "#[coda::epilogue(tile = (128, 256), b_layout = nk)]\n\
+        pub fn random_013(x0: Tile<f32>, x1: PerCol<f32>, x2: PerCol<f32>) -> (RowPartial, RowPartial, RowPartial, HalfTile<f32>, HalfTile<f32>, RowPartial<f32>) {\n\
+        let v0 = tanh(0.5);\n    let v1 = select(3, 0.5904146753229235, v0);\n    let (v2, v3) = unpair((10.0 * x2));\n    let v4 = 10.0;\n    let v5 = v4;\n\
+        let v6 = (select(abs(v4), x2, select(v4, 10.0, 2128168.920084873)) + 1.5e2);\n    let (v7, v8) = unpair((v4 + v6));\n\
+        let v9 = (x0 / select(silu(v5), select(v0, x0, x2), select(v6, v4, v4)));\n    let v10 = (x1 / min(select(v6, v5, 1e-3), select(x1, v1, 10.0)));\n\
+        let v11 = row_sum(pair(v7, v7));\n    let v12 = row_sum(pair(v8, v8));\n    let v13 = row_sum(v9);\n    let v14 = row_sum(v10);\n\
+        (v14, v11, v12, v3, v2, v13)\n}\n";
+    let e = lower(source).unwrap_err();
+    assert!(e.contains("too many TMA-staged tiles"), "{e}");
+}

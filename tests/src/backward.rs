@@ -155,7 +155,7 @@ pub fn backward_case(stream: &Stream, c: &BlockConfig, m: usize, extra_rows: usi
         let ours: Vec<f64> = e.iter().map(|&(i, j)| got[gi][i * k + j]).collect();
         checks.push(Check::new(name, &ours, &bf, &exact));
     }
-    Ok(Report { rows_checked: rows.len(), checks, repeat_bitwise })
+    Ok(Report { rows_checked: rows.len(), checks, repeat_bitwise, asserts: vec![] })
 }
 
 /// The LM-head tail forward and backward at `m` tokens, vocabulary `v`:
@@ -208,7 +208,7 @@ pub fn head_case(stream: &Stream, d: usize, v: usize, m: usize, chunk_rows: usiz
         checks.push(Check::new("dγ", &got[4], &bw.dgamma, &ew.dgamma));
         checks.push(Check::new("dW", &got[5], &bw.dw, &ew.dw));
     }
-    Ok(Report { rows_checked: rows.len(), checks, repeat_bitwise })
+    Ok(Report { rows_checked: rows.len(), checks, repeat_bitwise, asserts: vec![] })
 }
 
 /// Each op's launches: the forward, the backward and the tail's, counted on the stream.

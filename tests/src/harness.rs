@@ -78,11 +78,13 @@ pub struct Report {
     pub rows_checked: usize,
     pub checks: Vec<Check>,
     pub repeat_bitwise: bool,
+    /// Further assertions of a case beyond the criterion: (what, held).
+    pub asserts: Vec<(String, bool)>,
 }
 
 impl Report {
     pub fn pass(&self) -> bool {
-        self.repeat_bitwise && self.checks.iter().all(Check::pass)
+        self.repeat_bitwise && self.checks.iter().all(Check::pass) && self.asserts.iter().all(|(_, held)| *held)
     }
 }
 
@@ -213,10 +215,30 @@ pub fn verify_with(
     kernel: &Kernel,
     program: &Program,
     choice: Option<Choice>,
-    (m, n, k): (usize, usize, usize),
+    shape: (usize, usize, usize),
     seed: u64,
     prepare: impl FnOnce(&mut Setup, &mut Rng) -> Result<(), Error>,
 ) -> Result<Report, Error> {
+    verify_outputs(stream, kernel, program, choice, shape, seed, prepare).map(|(report, _)| report)
+}
+
+/// One output of a launch beside the f64 interpreter's, on the checked rows.
+pub struct Compared {
+    pub name: String,
+    pub ours: Vec<f64>,
+    pub reference: Vec<f64>,
+}
+
+/// As [`verify_with`], also returning each output and its reference.
+pub fn verify_outputs(
+    stream: &Stream,
+    kernel: &Kernel,
+    program: &Program,
+    choice: Option<Choice>,
+    (m, n, k): (usize, usize, usize),
+    seed: u64,
+    prepare: impl FnOnce(&mut Setup, &mut Rng) -> Result<(), Error>,
+) -> Result<(Report, Vec<Compared>), Error> {
     let mut rng = Rng::new(seed);
     let mut setup = Setup::new(stream, kernel, program, choice, (m, n, k), &mut rng)?;
     prepare(&mut setup, &mut rng)?;
@@ -249,7 +271,7 @@ pub fn verify_with(
     let reference = interp::evaluate(program, rows.len(), n, &inputs, Precision::F64).expect("the harness generated every input");
     let bf16_path = interp::evaluate(program, rows.len(), n, &inputs, Precision::Bf16Unfused).expect("the harness generated every input");
 
-    let mut checks = vec![];
+    let (mut checks, mut compared) = (vec![], vec![]);
     for (o, g) in params.iter().filter(|p| p.output).zip(&got) {
         let ours: Vec<f64> = match o.shape {
             Shape::RowPartial => {
@@ -271,8 +293,9 @@ pub fn verify_with(
             _ => rows_of(g, n, &rows),
         };
         checks.push(Check::new(&o.name, &ours, &bf16_path[&o.name], &reference[&o.name]));
+        compared.push(Compared { name: o.name.clone(), ours, reference: reference[&o.name].clone() });
     }
-    Ok(Report { rows_checked: rows.len(), checks, repeat_bitwise })
+    Ok((Report { rows_checked: rows.len(), checks, repeat_bitwise, asserts: vec![] }, compared))
 }
 
 fn rows_of(v: &[f64], width: usize, rows: &[usize]) -> Vec<f64> {
@@ -355,5 +378,5 @@ pub fn cross_entropy_case(stream: &Stream, m: usize, v: usize, k: usize, seed: u
     // The mean's yardstick: the same sum in f32, in row order.
     let mean_f32 = valid.iter().fold(0f32, |s, &i| s + got[3][i]) / valid.len() as f32;
     checks.push(Check::new("loss mean (aux)", &[got[4][0] as f64], &[mean_f32 as f64], &[mean_ours]));
-    Ok(Report { rows_checked: rows.len(), checks, repeat_bitwise })
+    Ok(Report { rows_checked: rows.len(), checks, repeat_bitwise, asserts: vec![] })
 }

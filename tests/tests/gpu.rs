@@ -49,6 +49,9 @@ impl Runner {
                     c.output, c.err, c.rel_err, c.yardstick
                 );
             }
+            for (what, held) in &r.asserts {
+                detail += &format!("    {what}  {}\n", if *held { "ok" } else { "FAIL" });
+            }
             Ok((r.pass(), detail))
         });
     }
