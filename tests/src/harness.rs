@@ -205,21 +205,7 @@ pub fn verify(
     shape: (usize, usize, usize),
     seed: u64,
 ) -> Result<Report, Error> {
-    verify_with(stream, kernel, program, choice, shape, seed, |_, _| Ok(()))
-}
-
-/// As [`verify`], with `prepare` replacing inputs of the random set-up
-/// (wide ranges, special values) before the launches.
-pub fn verify_with(
-    stream: &Stream,
-    kernel: &Kernel,
-    program: &Program,
-    choice: Option<Choice>,
-    shape: (usize, usize, usize),
-    seed: u64,
-    prepare: impl FnOnce(&mut Setup, &mut Rng) -> Result<(), Error>,
-) -> Result<Report, Error> {
-    verify_outputs(stream, kernel, program, choice, shape, seed, prepare).map(|(report, _)| report)
+    verify_outputs(stream, kernel, program, choice, shape, seed, |_, _| Ok(())).map(|(report, _)| report)
 }
 
 /// One output of a launch beside the f64 interpreter's, on the checked rows.
@@ -229,7 +215,9 @@ pub struct Compared {
     pub reference: Vec<f64>,
 }
 
-/// As [`verify_with`], also returning each output and its reference.
+/// As [`verify`], with `prepare` replacing inputs of the random set-up (wide
+/// ranges, special values) before the launches, also returning each output
+/// and its reference.
 pub fn verify_outputs(
     stream: &Stream,
     kernel: &Kernel,
