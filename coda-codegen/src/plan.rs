@@ -83,20 +83,11 @@ pub fn plan(p: &Program) -> Plan {
     let tensor_index = |name: &str, output: bool| {
         params.iter().position(|t| t.name == name && t.output == output).expect("every tensor is a launch param")
     };
-    let d_out = p.outputs.iter().find(|o| matches!(o.kind, OutputKind::Tile(_)));
-    let element_d = d_out.map(|o| match o.kind {
-        OutputKind::Tile(d) => d,
-        _ => unreachable!(),
-    });
-    let c_input = element_d.and_then(|d| p.inputs.iter().position(|i| i.kind == InputKind::Tile(d)));
-    let element_epilogue = element_d
-        .or_else(|| {
-            p.outputs.iter().find_map(|o| match o.kind {
-                OutputKind::Tile(d) | OutputKind::HalfTile(d) | OutputKind::DoubleTile(d) => Some(d),
-                _ => None,
-            })
-        })
-        .unwrap_or(DType::Bf16);
+    let collective = p.collective();
+    let d_out = collective.d.map(|d| &p.outputs[d]);
+    let element_d = collective.d.map(|_| collective.element);
+    let c_input = collective.c;
+    let element_epilogue = collective.element;
 
     // Uses of each IR node, by other nodes and by outputs; which need their own node.
     let mut uses = vec![0usize; p.nodes.len()];
@@ -196,8 +187,8 @@ pub fn plan(p: &Program) -> Plan {
     }
 
     let node_of = |id: NodeId| value_node[id].expect("stored values are materialized");
-    for o in &p.outputs {
-        if d_out.is_some_and(|d| std::ptr::eq(o, d)) {
+    for (i, o) in p.outputs.iter().enumerate() {
+        if collective.d == Some(i) {
             continue;
         }
         let (kind, children) = match (o.kind, &p.nodes[o.value].op) {

@@ -398,24 +398,11 @@ fn check_shared_memory(
     out_types: &[&Type],
 ) -> syn::Result<()> {
     use crate::smem;
-    let d = outputs.iter().position(|o| matches!(o.kind, OutputKind::Tile(_)));
-    let elem = outputs
-        .iter()
-        .find_map(|o| match o.kind {
-            OutputKind::Tile(t) | OutputKind::HalfTile(t) | OutputKind::DoubleTile(t) => Some(t),
-            _ => None,
-        })
-        .unwrap_or(DType::Bf16);
-    let c = d.and_then(|d| {
-        let OutputKind::Tile(t) = outputs[d].kind else { return None };
-        inputs.iter().position(|i| i.kind == InputKind::Tile(t))
-    });
-    let mut used = smem::base(config, elem);
-    let items = inputs
-        .iter()
-        .enumerate()
-        .map(|(i, p)| (smem::input(config, p.kind, Some(i) == c), input_spans[i].1))
-        .chain(outputs.iter().enumerate().map(|(i, o)| (smem::output(config, o.kind, Some(i) == d), out_types[i].span())));
+    let kinds: Vec<InputKind> = inputs.iter().map(|i| i.kind).collect();
+    let out_kinds: Vec<OutputKind> = outputs.iter().map(|o| o.kind).collect();
+    let (mut used, bytes) = smem::usage(config, &kinds, &out_kinds);
+    let spans = input_spans.iter().map(|(_, s)| *s).chain(out_types.iter().map(|t| t.span()));
+    let items = bytes.into_iter().zip(spans);
     for (bytes, span) in items {
         used += bytes;
         if bytes > 0 && smem::stages_left(config, used) < 2 {
@@ -423,7 +410,7 @@ fn check_shared_memory(
                 span,
                 format!(
                     "too many TMA-staged tiles: with tile ({}, {}) the epilogue would take ~{} KB of shared memory, \
-                     leaving room for fewer than 2 mainloop stages of {} KB; use a smaller tile or fewer Tile inputs/outputs",
+                     leaving room for fewer than 2 mainloop stages of {} KB; use a smaller tile or fewer staged values (Tile and PerCol inputs, Tile outputs beyond the first, HalfTile and DoubleTile outputs)",
                     config.tile_m,
                     config.tile_n,
                     used / 1024,

@@ -270,8 +270,10 @@ pub fn unary(op: UnaryOp, x: f64) -> f64 {
         UnaryOp::Silu => x / (1.0 + (-x).exp()),
         UnaryOp::Cos => x.cos(),
         UnaryOp::Sin => x.sin(),
-        UnaryOp::Gelu => 0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x)).tanh()),
-        UnaryOp::GeluExact => 0.5 * x * (1.0 + libm::erf(x * std::f64::consts::FRAC_1_SQRT_2)),
+        // 0.5·x·(1 + tanh u) as x·σ(2u) and 0.5·x·(1 + erf(x/√2)) with erfc:
+        // the forms with 1 + … cancel in f64 too, for x below about −7.
+        UnaryOp::Gelu => x / (1.0 + (-2.0 * (2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x)).exp()),
+        UnaryOp::GeluExact => 0.5 * x * libm::erfc(-x * std::f64::consts::FRAC_1_SQRT_2),
         UnaryOp::Softplus => x.max(0.0) + (-x.abs()).exp().ln_1p(),
     }
 }

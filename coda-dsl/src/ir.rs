@@ -74,6 +74,39 @@ pub struct Input {
     pub kind: InputKind,
 }
 
+/// How a program's tiles map onto CUTLASS's collective epilogue: the first
+/// `Tile` output is D; the first `Tile` input of D's type is the C operand
+/// (loaded by the collective); the epilogue's element type is D's, else the
+/// first stored tile's, else bf16.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Collective {
+    /// Index of D among the outputs.
+    pub d: Option<usize>,
+    /// Index of the C operand among the inputs.
+    pub c: Option<usize>,
+    pub element: DType,
+}
+
+impl Collective {
+    pub fn of(inputs: &[InputKind], outputs: &[OutputKind]) -> Collective {
+        let d = outputs.iter().position(|o| matches!(o, OutputKind::Tile(_)));
+        let element_d = d.map(|d| match outputs[d] {
+            OutputKind::Tile(t) => t,
+            _ => unreachable!("d is a Tile output"),
+        });
+        let c = element_d.and_then(|t| inputs.iter().position(|&i| i == InputKind::Tile(t)));
+        let element = element_d
+            .or_else(|| {
+                outputs.iter().find_map(|o| match *o {
+                    OutputKind::Tile(t) | OutputKind::HalfTile(t) | OutputKind::DoubleTile(t) => Some(t),
+                    _ => None,
+                })
+            })
+            .unwrap_or(DType::Bf16);
+        Collective { d, c, element }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Output {
     pub name: String,
@@ -385,6 +418,11 @@ pub struct Program {
 }
 
 impl Program {
+    pub fn collective(&self) -> Collective {
+        let inputs: Vec<InputKind> = self.inputs.iter().map(|i| i.kind).collect();
+        let outputs: Vec<OutputKind> = self.outputs.iter().map(|o| o.kind).collect();
+        Collective::of(&inputs, &outputs)
+    }
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("IR serializes")
     }

@@ -647,16 +647,13 @@ fn float_constants_round_trip_through_json() {
 }
 
 /// Found by the H200 batch (`coda-random-programs`, seed 0xc0da0201, its
-/// program 13): the shared-memory estimate (`coda_dsl::smem`) leaves this
-/// map program 2.04 mainloop stages of 48 KiB, CUTLASS's own count gives 1,
-/// and nvcc stops on "Specialization requires Stages set to value 2 or more"
-/// inside CUTLASS. Not a matter of slack: `math_functions` (tests/src) needs
-/// the slack at most 3 KiB and this program needs it above 3 KiB, so a term
-/// of the estimate is wrong for it (half-width f32 stores, a D-less map
-/// program or four row partials in one cooperative epilogue). Open: the
-/// estimate must be recalibrated against CUTLASS's `SharedStorage` sizes.
+/// program 13): the shared-memory estimate (`coda_dsl::smem`) left this map
+/// program 2.04 mainloop stages of 48 KiB where CUTLASS's count gives 1 and
+/// nvcc stops on "Specialization requires Stages set to value 2 or more".
+/// The missing term: each `PerCol` input is staged through 1 KiB of shared
+/// memory (`Sm90RowBroadcast`, tile_n f32 values). Fixed; coda-codegen's
+/// `smem_estimate` test checks the estimate against nvcc's sizes.
 #[test]
-#[ignore = "open bug: the smem estimate accepts this program; CUTLASS gets 1 stage"]
 fn smem_estimate_keeps_room_for_cutlass_storage() {
     let source = "#[coda::epilogue(tile = (128, 256), b_layout = nk)]\n\
         pub fn random_013(x0: Tile<f32>, x1: PerCol<f32>, x2: PerCol<f32>) -> (RowPartial, RowPartial, RowPartial, HalfTile<f32>, HalfTile<f32>, RowPartial<f32>) {\n\

@@ -26,6 +26,8 @@
 
 pub mod aux;
 pub mod bench;
+mod borrowed;
+mod dlpack;
 mod error;
 pub mod ffi;
 mod kernel;
@@ -36,7 +38,9 @@ pub mod tune;
 
 pub use coda_dsl as dsl;
 pub use cudarc;
+pub use dlpark;
 pub use coda_macros::epilogue;
+pub use borrowed::{RawTensor, TensorView, TensorViewMut};
 pub use error::Error;
 pub use half::bf16;
 pub use kernel::{ArgDesc, Choice, Kernel, MAP_K, ParamInfo, Problem, Raster, Variant, check_args, gemm_problem};

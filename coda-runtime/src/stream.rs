@@ -5,6 +5,24 @@ use cudarc::driver::{CudaContext, CudaSlice, CudaStream, sys};
 
 use crate::Error;
 
+/// The handles cuda.h defines as `CU_STREAM_LEGACY` and `CU_STREAM_PER_THREAD`.
+const LEGACY: sys::CUstream = std::ptr::without_provenance_mut(0x1);
+const PER_THREAD: sys::CUstream = std::ptr::without_provenance_mut(0x2);
+
+/// Device `ordinal`'s primary context. An `ordinal` past `i32::MAX` is
+/// [`Error::Arg`] (the driver takes an `int`: it would wrap to another
+/// device), checked before the driver is loaded.
+fn primary_context(ordinal: usize) -> Result<Arc<CudaContext>, Error> {
+    if i32::try_from(ordinal).is_err() {
+        return Err(Error::arg("ordinal", format!("{ordinal} must be ≤ 2^31 − 1 (a CUDA device index)")));
+    }
+    // SAFETY: only probes whether libcuda can be loaded.
+    if !unsafe { sys::is_culib_present() } {
+        return Err(Error::NoDevice("the CUDA driver library (libcuda.so) is not installed".into()));
+    }
+    CudaContext::new(ordinal).map_err(|e| Error::NoDevice(format!("device {ordinal}: {e:?}")))
+}
+
 /// A CUDA device and one stream on it, plus the GEMM workspace reused by
 /// every launch on this stream (allocated once, grown when a kernel needs more).
 pub struct Stream {
@@ -55,29 +73,78 @@ impl Stream {
     /// `i32::MAX` is [`Error::Arg`] (the driver takes an `int`: it would wrap
     /// to another device), checked before the driver is loaded.
     pub fn new(ordinal: usize) -> Result<Stream, Error> {
-        if i32::try_from(ordinal).is_err() {
-            return Err(Error::arg("ordinal", format!("{ordinal} must be ≤ 2^31 − 1 (a CUDA device index)")));
+        let ctx = primary_context(ordinal)?;
+        Stream::from_cuda(ctx.new_stream()?)
+    }
+
+    /// Launches on a stream another library made (candle's, or any cudarc
+    /// stream): work is ordered with everything else on it. Tensors are
+    /// launch arguments when they were allocated on this same `Arc` (or
+    /// borrowed for it: [`crate::TensorView`], [`crate::RawTensor`]).
+    ///
+    /// The null stream is refused (launchers would reject it; for the legacy
+    /// default stream use [`Stream::from_raw`] with a null handle), and so is
+    /// the per-thread default stream: a `Stream` is shared across threads,
+    /// and its workspace must be ordered on one stream.
+    pub fn from_cuda(stream: Arc<CudaStream>) -> Result<Stream, Error> {
+        let raw = stream.cu_stream();
+        if raw.is_null() || raw == PER_THREAD {
+            return Err(Error::arg(
+                "stream",
+                "the null or per-thread default stream cannot be shared by a Stream; \
+                 use a created stream, or Stream::from_raw(ordinal, null) for the legacy default stream",
+            ));
         }
-        // SAFETY: only probes whether libcuda can be loaded.
-        if !unsafe { sys::is_culib_present() } {
-            return Err(Error::NoDevice("the CUDA driver library (libcuda.so) is not installed".into()));
-        }
-        let ctx = CudaContext::new(ordinal).map_err(|e| Error::NoDevice(format!("device {ordinal}: {e:?}")))?;
+        let ctx = stream.context();
         let (major, minor) = ctx.compute_capability()?;
         if (major, minor) != (9, 0) {
             return Err(Error::NoDevice(format!(
-                "device {ordinal} is sm_{major}{minor}; CODA kernels are built for sm_90a (H100/H200)"
+                "device {} is sm_{major}{minor}; CODA kernels are built for sm_90a (H100/H200)",
+                ctx.ordinal()
             )));
         }
-        let sm_count = ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
         Ok(Stream {
             device_name: ctx.name()?,
-            stream: ctx.new_stream()?,
-            sm_count,
+            sm_count: ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
+            stream,
             workspace: Mutex::new(None),
             zeros: Mutex::new(None),
             launches: Default::default(),
         })
+    }
+
+    /// Launches on a raw `CUstream` of device `ordinal`'s primary context
+    /// (the one PyTorch and the CUDA runtime use), e.g.
+    /// `torch.cuda.current_stream().cuda_stream`. A null handle means the
+    /// legacy default stream, which launches then name explicitly
+    /// (`CU_STREAM_LEGACY`: the launchers refuse a null stream, which can
+    /// only mean one was not passed). The per-thread default stream and a
+    /// stream of another context are refused.
+    ///
+    /// # Safety
+    /// `raw` is a live stream (or null, or `CU_STREAM_LEGACY`) that its owner
+    /// keeps alive while this `Stream`, anything launched on it, and every
+    /// tensor allocated on it (they free on it when dropped) may use it.
+    pub unsafe fn from_raw(ordinal: usize, raw: sys::CUstream) -> Result<Stream, Error> {
+        let ctx = primary_context(ordinal)?;
+        let raw = if raw.is_null() { LEGACY } else { raw };
+        if raw == PER_THREAD {
+            return Err(Error::arg("stream", "the per-thread default stream cannot be shared by a Stream; pass a created stream"));
+        }
+        if raw != LEGACY {
+            ctx.bind_to_thread()?;
+            let mut owner = std::ptr::null_mut();
+            // SAFETY: `raw` is a live stream (the caller's promise); `owner` is written once.
+            unsafe { sys::cuStreamGetCtx(raw, &mut owner) }.result()?;
+            if owner != ctx.cu_ctx() {
+                return Err(Error::arg(
+                    "stream",
+                    format!("belongs to another CUDA context than device {ordinal}'s primary context"),
+                ));
+            }
+        }
+        // SAFETY: the caller keeps `raw` alive; it belongs to `ctx` (checked above).
+        Stream::from_cuda(unsafe { ctx.wrap_borrowed_stream(raw) })
     }
 
     /// The cudarc stream, for allocations and copies.

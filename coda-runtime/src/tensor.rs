@@ -28,12 +28,18 @@ impl<T: Element> std::fmt::Debug for Tensor<T> {
 }
 
 /// The element count of `shape`, refusing shapes whose size overflows.
-fn checked_len<T>(shape: &[usize]) -> Result<usize, Error> {
+pub(crate) fn checked_len<T>(shape: &[usize]) -> Result<usize, Error> {
     shape
         .iter()
         .try_fold(1usize, |n, &d| n.checked_mul(d))
         .filter(|n| n.checked_mul(std::mem::size_of::<T>()).is_some_and(|b| b <= isize::MAX as usize))
         .ok_or_else(|| Error::arg("shape", format!("{shape:?} has more bytes than memory can address")))
+}
+
+/// Bytes of a dense `shape` of `T`s, for shapes [`checked_len`] accepted
+/// (or within an allocation that it accepted): no overflow.
+pub(crate) fn span_bytes<T>(shape: &[usize]) -> usize {
+    shape.iter().product::<usize>() * std::mem::size_of::<T>()
 }
 
 /// A dense row-major device tensor (rank 1 or 2) on one stream's device.
@@ -147,7 +153,7 @@ pub struct RowsMut<'a, T: Element> {
     shape: Vec<usize>,
 }
 
-mod sealed {
+pub(crate) mod sealed {
     pub trait Sealed {}
     impl<T: super::Element> Sealed for super::Tensor<T> {}
     impl<T: super::Element> Sealed for super::Rows<'_, T> {}
@@ -251,8 +257,8 @@ macro_rules! rows_any_tensor {
                 &self.shape
             }
             fn bytes(&self) -> usize {
-                // Within the base tensor's allocation (checked by `row_range`): no overflow.
-                self.shape.iter().product::<usize>() * std::mem::size_of::<T>()
+                // Within the base tensor's allocation (checked by `row_range`).
+                span_bytes::<T>(&self.shape)
             }
             fn ordinal(&self) -> usize {
                 self.base.ordinal()

@@ -60,9 +60,9 @@ const BOUNDS: [(&str, &str, Bound); 11] = [
     ("si", "silu", Bound::Rel(1e-5)),
     ("q", "x / y", Bound::Rel(1e-6)),
     ("r", "rsqrt", Bound::Rel(1e-6)),
-    ("g", "gelu", Bound::Abs(1e-4)),
-    ("ge", "gelu_exact", Bound::Abs(1e-5)),
-    ("sp", "softplus", Bound::Abs(1e-5)),
+    ("g", "gelu", Bound::Rel(1e-4)),
+    ("ge", "gelu_exact", Bound::Rel(1e-4)),
+    ("sp", "softplus", Bound::Rel(3e-5)),
     ("p", "pow(x, 5)", Bound::Rel(1e-6)),
 ];
 

@@ -214,6 +214,113 @@ fn partials_have_one_producer(stream: &Stream) -> Result<(bool, String), Error> 
     Ok((pass, format!("    error: {err}\n")))
 }
 
+/// Memory and streams other libraries own (`Stream::from_cuda`, `from_raw`,
+/// `TensorView`, `RawTensor`, DLPack export and import): a launch through each gives the same bits as
+/// with the runtime's own tensors, also on the legacy default stream (a null
+/// handle, PyTorch's default); bad borrowed memory is refused, naming the argument.
+fn borrowed_memory_launches(stream: &Stream) -> Result<(bool, String), Error> {
+    use coda_runtime::cudarc::driver::{CudaContext, DevicePtr, result};
+    use coda_runtime::{RawTensor, TensorView, TensorViewMut};
+    let (m, n, k) = (1000, 528, 264);
+    let mut rng = Rng::new(33);
+    let (ha, hb) = (rng.bf16s(m * k, -1.0, 1.0), rng.bf16s(n * k, -0.1, 0.1));
+    let (a, b) = (Tensor::from_host(stream, &ha, &[m, k])?, Tensor::from_host(stream, &hb, &[n, k])?);
+    let mut y = Tensor::<bf16>::zeros(stream, &[m, n])?;
+    linear::launch(stream, linear::Args { a: &a, b: &b, y: &mut y })?;
+    let want = y.to_host()?;
+    let mut detail = String::new();
+    let mut pass = true;
+    let mut same = |what: &str, got: &[bf16]| {
+        let differing = got.iter().zip(&want).filter(|(g, w)| g.to_bits() != w.to_bits()).count();
+        detail += &format!("    {what}: {differing} elements differ from the owned tensors' launch\n");
+        pass &= differing == 0;
+    };
+
+    // cudarc's own stream and slices, viewed.
+    let cs = CudaContext::new(stream.ordinal())?.new_stream()?;
+    let foreign = Stream::from_cuda(cs.clone())?;
+    let (sa, sb) = (cs.clone_htod(&ha)?, cs.clone_htod(&hb)?);
+    let mut sy = cs.clone_htod(&vec![bf16::from_bits(0xFFFF); m * n])?;
+    {
+        let (va, vb) = (TensorView::new(sa.as_view(), &[m, k])?, TensorView::new(sb.as_view(), &[n, k])?);
+        let mut vy = TensorViewMut::new(sy.as_view_mut(), &[m, n])?;
+        linear::launch(&foreign, linear::Args { a: &va, b: &vb, y: &mut vy })?;
+    }
+    same("cudarc views on a cudarc stream", &cs.clone_dtoh(&sy)?);
+
+    // Raw addresses on a raw stream handle, then on the legacy default stream.
+    let address = |s: &coda_runtime::cudarc::driver::CudaSlice<bf16>| s.device_ptr(&cs).0;
+    let (pa, pb, py) = (address(&sa), address(&sb), address(&sy));
+    cs.synchronize()?;
+    // SAFETY: cs outlives both streams; null is the legacy default stream.
+    let raw_streams = [("raw pointers on a raw stream handle", unsafe { Stream::from_raw(stream.ordinal(), cs.cu_stream()) }?), (
+        "raw pointers on the legacy default stream (null handle)",
+        unsafe { Stream::from_raw(stream.ordinal(), std::ptr::null_mut()) }?,
+    )];
+    for (what, s) in &raw_streams {
+        // SAFETY: the slices outlive the tensors; nothing else uses them meanwhile (cs is idle).
+        let (ra, rb, mut ry) = unsafe {
+            (
+                RawTensor::<bf16>::new(s, pa, &[m, k], &[k as isize, 1])?,
+                RawTensor::<bf16>::new(s, pb, &[n, k], &[k as isize, 1])?,
+                RawTensor::<bf16>::new(s, py, &[m, n], &[n as isize, 1])?,
+            )
+        };
+        cs.memset_zeros(&mut sy)?;
+        cs.synchronize()?;
+        linear::launch(s, linear::Args { a: &ra, b: &rb, y: &mut ry })?;
+        s.synchronize()?;
+        same(what, &cs.clone_dtoh(&sy)?);
+    }
+
+    // DLPack: the runtime's tensors exported, then imported as launch arguments.
+    let export = |host: &[bf16], shape: &[usize]| Tensor::from_host(stream, host, shape)?.into_dlpack();
+    let (da, db, dy) = (export(&ha, &[m, k])?, export(&hb, &[n, k])?, export(&vec![bf16::from_bits(0xFFFF); m * n], &[m, n])?);
+    {
+        // SAFETY: the DLPack tensors outlive these; all their work is on `stream`.
+        let (ia, ib, mut iy) = unsafe {
+            (RawTensor::<bf16>::from_dlpack(stream, &da)?, RawTensor::<bf16>::from_dlpack(stream, &db)?, RawTensor::<bf16>::from_dlpack(stream, &dy)?)
+        };
+        linear::launch(stream, linear::Args { a: &ia, b: &ib, y: &mut iy })?;
+    }
+    stream.synchronize()?;
+    let mut got = vec![bf16::ZERO; m * n];
+    let y_address = dy.validate().map_err(|e| Error::arg("dy", e.to_string()))?.data_ptr() as u64;
+    // SAFETY: dy holds m·n bf16 values; the launch writing them has finished.
+    unsafe { result::memcpy_dtoh_sync(&mut got, y_address) }?;
+    same("DLPack tensors exported and imported", &got);
+
+    // Refusals, each naming its argument.
+    let mut refused = |what: &str, arg: &str, r: Result<(), Error>| {
+        let ok = matches!(&r, Err(Error::Arg { name, .. }) if name == arg);
+        detail += &format!("    {what}: {}\n", r.err().map_or("not refused".into(), |e| e.to_string()));
+        pass &= ok;
+    };
+    refused("a view of another length", "shape", TensorView::new(sa.as_view(), &[m, k + 1]).map(drop));
+    let host_address = ha.as_ptr() as u64;
+    // SAFETY: refused before use.
+    refused("host memory", "address", unsafe { RawTensor::<bf16>::new(stream, host_address, &[m, k], &[k as isize, 1]) }.map(drop));
+    refused("transposed strides", "strides", unsafe { RawTensor::<bf16>::new(stream, pa, &[m, k], &[1, m as isize]) }.map(drop));
+    // An allocation of known extent (cuMemAlloc), 16 bytes too short.
+    let bytes = m * k * 2;
+    stream.cuda().context().bind_to_thread()?;
+    // SAFETY: freed below; never launched on.
+    let short = unsafe { result::malloc_sync(bytes - 16) }?;
+    refused("a span past its allocation", "shape", unsafe { RawTensor::<bf16>::new(stream, short, &[m, k], &[k as isize, 1]) }.map(drop));
+    // SAFETY: allocated above, unused.
+    unsafe { result::free_sync(short) }?;
+    // SAFETY: the handle is CU_STREAM_PER_THREAD, refused before use.
+    refused("the per-thread default stream", "stream", unsafe { Stream::from_raw(0, std::ptr::without_provenance_mut(0x2)) }.map(drop));
+    refused("cudarc's null stream", "stream", Stream::from_cuda(cs.context().default_stream()).map(drop));
+    // SAFETY: refused before use.
+    refused("a DLPack tensor of another dtype", "tensor", unsafe { RawTensor::<f32>::from_dlpack(stream, &da) }.map(drop));
+    {
+        let (va, vb) = (TensorView::new(sa.as_view(), &[m, k])?, TensorView::new(sb.as_view(), &[n, k])?);
+        refused("views of another stream's slices", "a", linear::launch(stream, linear::Args { a: &va, b: &vb, y: &mut y }));
+    }
+    Ok((pass, detail))
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     // `--sanitize`: every program, config and op once at small ragged shapes,
@@ -313,7 +420,7 @@ fn main() {
         Ok(s) => s,
         Err(e) => {
             println!("gpu tests: SKIPPED, {e}. Their results come from runs on an H200 (see README).");
-            let cases = generic.len() + ce.len() + 2 * blocks.len() + 1 + heads.len() + 1 + 11;
+            let cases = generic.len() + ce.len() + 2 * blocks.len() + 1 + heads.len() + 1 + 12;
             println!("0 passed, 0 failed, {cases} skipped");
             return;
         }
@@ -381,6 +488,11 @@ fn main() {
         other_streams_wait_for_launches(&stream)
     });
     run.outcome("partials written by one program are refused to another".into(), || partials_have_one_producer(&stream));
+    // Not under compute-sanitizer: asking the driver about a host pointer is
+    // the refusal's point, and the sanitizer reports that API error.
+    run.outcome_unless(sanitize, "borrowed memory and streams (cudarc views, raw pointers, the legacy stream, DLPack)".into(), || {
+        borrowed_memory_launches(&stream)
+    });
 
     let outcomes = run.outcomes;
     let failed = outcomes.iter().filter(|o| !o.pass).count();

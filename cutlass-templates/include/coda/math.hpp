@@ -10,9 +10,11 @@
 //   exp   ex2.approx(x·log2 e)    ~2 ulp + 1.2·|x| ulp
 //   log   lg2.approx(x)·ln 2      absolute 2^-22 near 1, else ~3 ulp
 //   tanh  tanh.approx             relative 2^-11
-//   x/y   x · rcp.approx(y)       ~2 ulp, subnormal y rescaled (rcp would overflow)
-//   sigmoid, silu from exp and rcp: relative accuracy kept on both tails;
-//   gelu from tanh, softplus from exp and log, gelu_exact from erff.
+//   x/y   x · rcp.approx(y)       ~2 ulp; y rescaled by 2^±64 when 1/y would
+//                                 be subnormal or overflow
+//   sigmoid, silu, gelu from e = exp(−|z|) and rcp, so that neither tail
+//   cancels or underflows early; softplus from exp and a log1p that is a
+//   series for small arguments; gelu_exact from erfcf (erff cancels for x ≪ 0).
 #pragma once
 
 #include <cutlass/cutlass.h>
@@ -62,36 +64,45 @@ CUTLASS_HOST_DEVICE float tanh(float x) {
 }
 CUTLASS_HOST_DEVICE float div(float x, float y) {
 #if defined(__CUDA_ARCH__)
-  // 1/y overflows for subnormal y while x/y may not: divide by y·2^64 then.
-  constexpr float two64 = 18446744073709551616.0f;
-  return fabsf(y) < 1.17549435e-38f ? x * rcp(y * two64) * two64 : x * rcp(y);
+  // rcp(y) overflows for subnormal y and is subnormal (inexact) for |y| > 2^126,
+  // while x/y may be neither: scale y into range and the quotient back.
+  float a = fabsf(y);
+  float s = a < 1.17549435e-38f ? 18446744073709551616.0f : (a > 8.50705917e37f ? 5.42101086e-20f : 1.0f);
+  return x * rcp(y * s) * s;
 #else
   return x / y;
 #endif
 }
-// 1 + e^−x ≥ 1: the reciprocal needs no range handling.
-CUTLASS_HOST_DEVICE float sigmoid(float x) {
+// σ(z) = 1/(1+e^−z) for z ≥ 0 and e^z/(1+e^z) below: with e = e^−|z| ≤ 1 the
+// reciprocal needs no range handling and the negative tail keeps its
+// relative accuracy down to e^z's underflow (1/(1+e^−z) is 0 below −88.7).
+CUTLASS_HOST_DEVICE float sigmoid(float z) {
+  float e = exp(-fabsf(z));
 #if defined(__CUDA_ARCH__)
-  return rcp(1.0f + exp(-x));
+  float r = rcp(1.0f + e);
 #else
-  return 1.0f / (1.0f + expf(-x));
+  float r = 1.0f / (1.0f + e);
 #endif
+  return z >= 0.0f ? r : e * r;
 }
-CUTLASS_HOST_DEVICE float silu(float x) {
-#if defined(__CUDA_ARCH__)
-  return x * rcp(1.0f + exp(-x));
-#else
-  return x / (1.0f + expf(-x));
-#endif
-}
+CUTLASS_HOST_DEVICE float silu(float x) { return x * sigmoid(x); }
+// 0.5·x·(1 + tanh u) = x·σ(2u), u = √(2/π)·(x + 0.044715·x³): 1 + tanh u
+// cancels to 0 for u < −9 where the result is still a normal float.
 CUTLASS_HOST_DEVICE float gelu(float x) {
-  float u = 0.797884560802865355f * fmaf(0.044715f * x, x * x, x);  // √(2/π)·(x + 0.044715·x³)
-  return 0.5f * x * (1.0f + tanh(u));
+  return x * sigmoid(1.59576912160573071f * fmaf(0.044715f * x, x * x, x));
 }
-// erff is a short polynomial with no slow path.
-CUTLASS_HOST_DEVICE float gelu_exact(float x) { return 0.5f * x * (1.0f + erff(x * 0.707106781186547524f)); }
-// max(x, 0) + log(1 + e^−|x|): no overflow, and e^−|x| ≤ 1 keeps log's argument in [1, 2].
-CUTLASS_HOST_DEVICE float softplus(float x) { return fmaxf(x, 0.0f) + log(1.0f + exp(-fabsf(x))); }
+// 0.5·x·(1 + erf(x/√2)) = 0.5·x·erfc(−x/√2): 1 + erff cancels to 0 for
+// x < −5.9; erfcf keeps the tail until it underflows.
+CUTLASS_HOST_DEVICE float gelu_exact(float x) { return 0.5f * x * erfcf(x * -0.707106781186547524f); }
+// log(1 + e), e ∈ [0, 1]: 1 + e rounds e away below 2^−24 and log's absolute
+// error near 1 is large relative to small e, so small e takes the series
+// e − e²/2 + e³/3 − e⁴/4 (relative error < e⁴/5 < 1e-6 for e < 1/32).
+CUTLASS_HOST_DEVICE float log1p_unit(float e) {
+  float series = e * fmaf(-e, fmaf(-e, fmaf(-e, 0.25f, 0.333333343f), 0.5f), 1.0f);
+  return e < 0.03125f ? series : log(1.0f + e);
+}
+// max(x, 0) + log(1 + e^−|x|): no overflow, and no early 0 for x ≪ 0.
+CUTLASS_HOST_DEVICE float softplus(float x) { return fmaxf(x, 0.0f) + log1p_unit(exp(-fabsf(x))); }
 CUTLASS_HOST_DEVICE float rsqrt(float x) {
 #if defined(__CUDA_ARCH__)
   return ::rsqrtf(x);
