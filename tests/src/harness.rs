@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use coda_runtime::dsl::interp::{self, Inputs, Precision};
 use coda_runtime::dsl::ir::{BLayout, DType, InputKind, Program, Shape};
 use coda_runtime::{Choice, Error, Kernel, Problem, Stream, Tensor, TensorArg, bf16};
-use crate::host::{Check, Rng, linear_rows, sample_rows, to_f64};
+use crate::host::{Check, Rng, linear_rows, linear_rows_f32, sample_rows, to_f64};
 
 /// A device tensor of any dtype, with its host copy as f64.
 enum Dyn {
@@ -242,7 +242,9 @@ pub fn verify_outputs(
     // Column partials sum whole M-tiles: check every row then.
     let whole = params.iter().any(|t| t.shape == Shape::ColPartial);
     let rows = if whole { (0..m).collect() } else { sample_rows(m, 256, &mut rng) };
-    let acc = linear_rows(&to_f64(a), &to_f64(b), k, &rows);
+    let (a64, b64) = (to_f64(a), to_f64(b));
+    let acc = linear_rows(&a64, &b64, k, &rows);
+    let acc_f32 = linear_rows_f32(&a64, &b64, k, &rows);
     let mut tensors_rows = HashMap::new();
     for inp in &program.inputs {
         let h = match inp.kind {
@@ -257,7 +259,8 @@ pub fn verify_outputs(
     let scalar_map = program.scalar_params().into_iter().zip(scalars.iter().map(|&x| x as f64)).collect();
     let inputs = Inputs { acc, tensors: tensors_rows, scalars: scalar_map };
     let reference = interp::evaluate(program, rows.len(), n, &inputs, Precision::F64).expect("the harness generated every input");
-    let bf16_path = interp::evaluate(program, rows.len(), n, &inputs, Precision::Bf16Unfused).expect("the harness generated every input");
+    let bf16_inputs = Inputs { acc: acc_f32, ..inputs };
+    let bf16_path = interp::evaluate(program, rows.len(), n, &bf16_inputs, Precision::Bf16Unfused).expect("the harness generated every input");
 
     let (mut checks, mut compared) = (vec![], vec![]);
     for (o, g) in params.iter().filter(|p| p.output).zip(&got) {

@@ -36,6 +36,18 @@ pub fn to_f64(v: &[bf16]) -> Vec<f64> {
 /// `out[i, j] = Σ_k x[rows[i], k] · w[j, k]` in f64, for the listed rows of
 /// `x` `[*, k]` and all rows of `w` `[n, k]`; rows are split across threads.
 pub fn linear_rows(x: &[f64], w: &[f64], k: usize, rows: &[usize]) -> Vec<f64> {
+    linear_rows_by(x, w, k, rows, |xr, wr| xr.iter().zip(wr).map(|(a, b)| a * b).sum())
+}
+
+/// As [`linear_rows`], accumulated in f32 as a bf16 GEMM does (cuBLAS, or
+/// our tensor cores): the yardstick of the bf16 op-by-op path, whose error
+/// near a zero of the accumulator is this absolute accumulation error, not
+/// the bf16 rounding of an exact sum (which vanishes there).
+pub fn linear_rows_f32(x: &[f64], w: &[f64], k: usize, rows: &[usize]) -> Vec<f64> {
+    linear_rows_by(x, w, k, rows, |xr, wr| xr.iter().zip(wr).fold(0f32, |s, (a, b)| s + (a * b) as f32) as f64)
+}
+
+fn linear_rows_by(x: &[f64], w: &[f64], k: usize, rows: &[usize], dot: fn(&[f64], &[f64]) -> f64) -> Vec<f64> {
     let n = w.len() / k;
     let mut out = vec![0.0; rows.len() * n];
     let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
@@ -46,8 +58,7 @@ pub fn linear_rows(x: &[f64], w: &[f64], k: usize, rows: &[usize]) -> Vec<f64> {
                 for (i, &r) in rs.iter().enumerate() {
                     let xr = &x[r * k..(r + 1) * k];
                     for j in 0..n {
-                        let wr = &w[j * k..(j + 1) * k];
-                        outs[i * n + j] = xr.iter().zip(wr).map(|(a, b)| a * b).sum();
+                        outs[i * n + j] = dot(xr, &w[j * k..(j + 1) * k]);
                     }
                 }
             });
