@@ -28,7 +28,14 @@ fn main() {
         let (pass, detail) = match outcome {
             Ok(r) => {
                 let worst = r.checks.iter().map(|c| format!("{} {:.2e}/{:.2e}", c.output, c.err, c.yardstick));
-                (r.pass(), format!("repeat bitwise {}; err/bf16 err: {}", r.repeat_bitwise, worst.collect::<Vec<_>>().join(", ")))
+                let mut detail = format!("repeat bitwise {}; err/bf16 err: {}", r.repeat_bitwise, worst.collect::<Vec<_>>().join(", "));
+                // Where each failing output is furthest off (the element index of the compared rows).
+                for c in r.checks.iter().filter(|c| !c.pass()) {
+                    if let Some((i, ours, reference, bf16)) = c.worst {
+                        detail += &format!("\n    {} worst at element {i}: ours {ours:e}, f64 {reference:e}, bf16 path {bf16:e}", c.output);
+                    }
+                }
+                (r.pass(), detail)
             }
             Err(e) => (false, format!("error: {e}")),
         };

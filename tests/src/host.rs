@@ -108,6 +108,8 @@ pub struct Check {
     pub yardstick: f64,
     /// `max |ours − ref| / |ref|` over the finite, non-zero references (for reports).
     pub rel_err: f64,
+    /// Where `err` is reached: the element's index, ours, ref, bf16 op-by-op.
+    pub worst: Option<(usize, f64, f64, f64)>,
 }
 
 impl Check {
@@ -122,6 +124,11 @@ impl Check {
                 .filter(|(_, r)| r.is_finite() && **r != 0.0)
                 .map(|(o, r)| if o.is_finite() { (o - r).abs() / r.abs() } else { f64::INFINITY })
                 .fold(0.0, f64::max),
+            worst: (0..ours.len())
+                .map(|i| (i, max_abs_diff(&ours[i..=i], &reference[i..=i])))
+                .filter(|(_, e)| *e > 0.0)
+                .max_by(|a, b| a.1.total_cmp(&b.1))
+                .map(|(i, _)| (i, ours[i], reference[i], bf16_path[i])),
         }
     }
     /// The project's criterion: `err ≤ 2 · yardstick + 1e-6`.
