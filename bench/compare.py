@@ -55,6 +55,14 @@ def main():
             notes.append(f"- {r['name']} {r['shape']}: {r['note']}")
     if notes:
         lines += ["", *notes]
+    untuned = coda.get("untuned", [])
+    if untuned:
+        lines += ["", "Untuned suite (`coda-user-programs`, default build, each program's own config):", "",
+                  "| program | shape | CODA | cuBLASLt GEMM | CODA / cuBLASLt | config |", "|---|---|---|---|---|---|"]
+        for r in untuned:
+            config = r["note"].split(";")[0].removeprefix("configs: fused ")
+            lines.append(f"| {r['name']} | {r['shape']} | {r['fused_ms']:.4f} | {r['cublas_ms']:.4f} | {r['fused_ms'] / r['cublas_ms']:.3f} | {config} |")
+        lines += ["", *(f"- {line}" for line in coda["untuned_summary"].splitlines())]
     table = "\n".join(lines)
     with open(os.path.join(a.out, "table.md"), "w") as f:
         f.write(table + "\n")

@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # One call on the GPU machine, building nothing: the GPU tests (full set,
-# with the 30 s concurrency stress), the random-program batch, a fresh timed
+# with the 30 s concurrency stress), the untuned suite's programs checked
+# (`gpu_user`), the Python wheel's tests on PyTorch tensors (`python`: the
+# wheel in BIN_DIR installed with pip), the random-program batch, a fresh timed
 # search at every shape of the shipped H200 tuning cache (its result is the
 # new coda-llama/tuning/nvidia-h200.json), and `coda bench` with that cache.
-# Usage: [PARTS="gpu random tune bench"] scripts/device-verify.sh BIN_DIR OUT_DIR
-# BIN_DIR holds the release binaries `gpu`, `gpu_random` and `coda`; PARTS
-# (default all four) splits the work across calls of the 10-minute limit.
+# Usage: [PARTS="gpu user python random tune bench"] scripts/device-verify.sh BIN_DIR OUT_DIR
+# BIN_DIR holds the release binaries `gpu`, `gpu_user`, `gpu_random` and
+# `coda`, and the wheel `coda_rs-*.whl`; PARTS (default all six) splits the
+# work across calls of the 10-minute limit.
 # `bench` alone uses the cache OUT_DIR/tuning.json if an earlier `tune` left one there.
 set -uo pipefail
 bin=$1 out=$2
 here=$(dirname "$0")
-parts=" ${PARTS:-gpu random tune bench} "
+parts=" ${PARTS:-gpu user python random tune bench} "
 part() { [[ "$parts" == *" $1 "* ]]; }
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$out/gpu-info.txt" 2>&1
@@ -18,6 +21,17 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$out/gp
 if part gpu && [[ -x "$bin/gpu" ]]; then
   "$here/device-run.sh" "$bin/gpu" > "$out/gpu.log" 2>&1
   echo "gpu exit $?"
+fi
+if part user && [[ -x "$bin/gpu_user" ]]; then
+  "$here/device-run.sh" "$bin/gpu_user" > "$out/user.log" 2>&1
+  echo "gpu_user exit $?"
+fi
+wheel=$(ls "$bin"/coda_rs-*.whl 2>/dev/null | head -1)
+if part python && [[ -n "$wheel" ]]; then
+  site=$(mktemp -d)
+  python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" "$wheel" > "$out/python.log" 2>&1
+  (cd "$here/../coda-python/tests" && PYTHONPATH="$site" PYTHONUNBUFFERED=1 python3 -m unittest -v test_gpu test_cpu) >> "$out/python.log" 2>&1
+  echo "python exit $?"
 fi
 if part random && [[ -x "$bin/gpu_random" ]]; then
   "$here/device-run.sh" "$bin/gpu_random" > "$out/random.log" 2>&1
@@ -39,7 +53,7 @@ PY
 start=$(date +%s)
 while read -r program args; do
   # shellcheck disable=SC2086
-  CODA_TUNE_CACHE="$out/tuning.json" "$here/device-run.sh" "$bin/coda" tune --program "$program" $args >> "$out/tune.log" 2>&1
+  CODA_LOG=debug CODA_TUNE_CACHE="$out/tuning.json" "$here/device-run.sh" "$bin/coda" tune --program "$program" $args >> "$out/tune.log" 2>&1
 done < "$out/tune-args.txt"
 echo "tune exit $? ($(( $(date +%s) - start )) s)"
 fi
@@ -48,6 +62,7 @@ CODA_TUNE_CACHE="$out/tuning.json" "$here/device-run.sh" "$bin/coda" bench ${BEN
   > "$out/bench.log" 2>&1
 echo "bench exit $?"
 fi
-grep -E "^FAIL" "$out/gpu.log" "$out/random.log" 2>/dev/null | head -20
-tail -1 "$out/gpu.log" "$out/random.log" 2>/dev/null
-head -20 "$out/bench.log"
+grep -E "^FAIL" "$out/gpu.log" "$out/user.log" "$out/random.log" 2>/dev/null | head -20
+tail -1 "$out/gpu.log" "$out/user.log" "$out/random.log" 2>/dev/null
+tail -4 "$out/python.log" 2>/dev/null
+grep -v "cuBLASLt$" "$out/bench.log" | tail -50

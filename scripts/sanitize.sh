@@ -3,10 +3,11 @@
 # machine, building nothing: the GPU test binary in `--sanitize` mode (every
 # program × compiled config at a small ragged shape, swizzle 8 and clusters,
 # the aux finishers, the Llama block forward/backward and LM-head tail at
-# small shapes, the numeric edge cases) and the random batch (`gpu_random
-# --sanitize`), under each tool, all runs at once. Reports are attributed to
+# small shapes, the numeric edge cases), the random batch (`gpu_random
+# --sanitize`) and the untuned suite's programs (`gpu_user --sanitize`),
+# under each tool, all runs at once. Reports are attributed to
 # our kernels or to vendor (cuBLAS) kernels by scripts/sanitize_summary.py.
-# Usage: [SANITIZE_BINARIES="gpu gpu_random"] scripts/sanitize.sh BIN_DIR OUT_DIR [TOOL...]
+# Usage: [SANITIZE_BINARIES="gpu gpu_random gpu_user"] scripts/sanitize.sh BIN_DIR OUT_DIR [TOOL...]
 #   (tools: memcheck racecheck synccheck initcheck, the default all four)
 set -uo pipefail
 bin=$1 out=$2
@@ -17,7 +18,7 @@ limit=${SANITIZE_TIMEOUT:-540}
 here=$(dirname "$0")
 mkdir -p "$out"
 for tool in $tools; do
-  for target in ${SANITIZE_BINARIES:-gpu gpu_random}; do
+  for target in ${SANITIZE_BINARIES:-gpu gpu_random gpu_user}; do
     (
       start=$(date +%s)
       timeout "$limit" "$here/device-run.sh" "$cs" --tool "$tool" --print-limit 200 \

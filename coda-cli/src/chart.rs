@@ -7,7 +7,8 @@ pub fn draw(rows: &[Row], title: &str) -> Result<String, String> {
     use plotters::prelude::*;
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (1100, 520)).into_drawing_area();
+        let width = (200 + 24 * rows.len()).max(1100) as u32;
+        let root = SVGBackend::with_string(&mut svg, (width, 520)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| e.to_string())?;
         let top = rows.iter().map(Row::vs_cublas).fold(1.2f64, f64::max) * 1.1;
         let labels: Vec<String> = rows.iter().map(|r| format!("{} {}", r.name, r.shape)).collect();

@@ -1,7 +1,8 @@
 //! `coda`: the command-line companion of CODA-rs.
 //!
 //! - `coda bench`: times every fused op and the Llama block against their
-//!   bare GEMMs on the GPU (table, JSON, SVG);
+//!   bare GEMMs on the GPU, and the untuned suite of user-style programs in
+//!   their default build (tables, JSON, SVG);
 //! - `coda emit FILE`: prints the CUTLASS C++ generated for a file's programs;
 //! - `coda inspect`: the compiled configs of the programs in this binary,
 //!   with what `ptxas -v` reported for each at build time;
@@ -29,11 +30,14 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Time the fused ops and blocks against their bare GEMMs (needs an H100/H200).
+    /// Time the fused ops and blocks, and the untuned suite, against their bare GEMMs (needs an H100/H200).
     Bench {
         /// The small plan: one shape per op.
         #[arg(long)]
         quick: bool,
+        /// Which tables: the Llama ops and blocks, the untuned suite, or both.
+        #[arg(long, value_enum, default_value_t = Part::All)]
+        part: Part,
         /// Write the rows as JSON here.
         #[arg(long)]
         json: Option<PathBuf>,
@@ -80,6 +84,14 @@ enum Command {
     },
 }
 
+/// The tables of `coda bench`.
+#[derive(Clone, Copy, PartialEq, clap::ValueEnum)]
+enum Part {
+    Llama,
+    Untuned,
+    All,
+}
+
 #[derive(Subcommand)]
 enum ToolchainAction {
     /// Install the pinned nvcc and CUTLASS wheels with pip (default: the per-user location builds look in).
@@ -101,6 +113,7 @@ fn parse_shape(s: &str) -> Result<Problem, String> {
 fn kernels() -> Vec<&'static Kernel> {
     let mut k = coda_llama::programs::kernels().to_vec();
     k.extend(coda_tests::programs::kernels());
+    k.extend(coda_user_programs::all().into_iter().map(|(_, kernel, _)| kernel));
     k
 }
 
@@ -124,7 +137,7 @@ fn gpu() -> Result<Stream, String> {
 
 fn run(command: Command) -> Result<(), String> {
     match command {
-        Command::Bench { quick, json, svg } => bench(quick, json, svg),
+        Command::Bench { quick, part, json, svg } => bench(quick, part, json, svg),
         Command::Emit { file, program, config, package } => emit(&file, program.as_deref(), config.as_deref(), &package),
         Command::Inspect { filter } => {
             for k in kernels().into_iter().filter(|k| filter.as_ref().is_none_or(|f| k.name().contains(f.as_str()))) {
@@ -157,27 +170,46 @@ fn run(command: Command) -> Result<(), String> {
     }
 }
 
-fn bench(quick: bool, json: Option<PathBuf>, svg: Option<PathBuf>) -> Result<(), String> {
+fn bench(quick: bool, part: Part, json: Option<PathBuf>, svg: Option<PathBuf>) -> Result<(), String> {
     let plan = if quick { suite::Plan::quick() } else { suite::Plan::full() };
+    let programs = coda_user_programs::all();
+    let llama = part != Part::Untuned;
+    let untuned = part != Part::Llama;
+    let total = if llama { plan.rows() } else { 0 } + if untuned { programs.len() * plan.op_sizes.len() } else { 0 };
     let stream = gpu()?;
     let gpu = stream.device_name().to_string();
-    let bar = indicatif::ProgressBar::new(plan.rows() as u64).with_style(
+    let bar = indicatif::ProgressBar::new(total as u64).with_style(
         indicatif::ProgressStyle::with_template("{elapsed:>4} [{bar:30}] {pos}/{len} {msg}").map_err(|e| e.to_string())?,
     );
-    let mut progress = |done: usize, r: &suite::Row| {
-        bar.set_position(done as u64);
+    let mut progress = |r: &suite::Row| {
+        bar.inc(1);
         bar.println(format!("{} {}: {:.3}× cuBLASLt", r.name, r.shape, r.vs_cublas()));
     };
-    let rows = suite::run(&stream, &plan, &mut progress).map_err(|e| e.to_string())?;
+    let rows = if llama { suite::run(&stream, &plan, &mut |_, r| progress(r)).map_err(|e| e.to_string())? } else { vec![] };
+    let untuned_rows =
+        if untuned { suite::run_untuned(&stream, &plan, &programs, &mut |_, r| progress(r)).map_err(|e| e.to_string())? } else { vec![] };
     bar.finish_and_clear();
-    print!("{}", suite::table(&rows));
+    if llama {
+        print!("{}", suite::table(&rows));
+    }
+    if untuned {
+        println!("\nUntuned suite (coda-user-programs: default build, each program's own config, CODA_TUNE as set):");
+        print!("{}{}", suite::table(&untuned_rows), suite::summary(&untuned_rows));
+    }
     if let Some(path) = json {
-        let json = serde_json::json!({ "gpu": gpu, "samples": plan.samples, "rows": rows });
+        let json = serde_json::json!({
+            "gpu": gpu,
+            "samples": plan.samples,
+            "rows": rows,
+            "untuned": untuned_rows,
+            "untuned_summary": suite::summary(&untuned_rows),
+        });
         let text = serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?;
         std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
     }
     if let Some(path) = svg {
-        let svg = chart::draw(&rows, &format!("CODA fused ops / bare cuBLASLt GEMMs, {gpu}"))?;
+        let all: Vec<suite::Row> = rows.iter().chain(&untuned_rows).cloned().collect();
+        let svg = chart::draw(&all, &format!("CODA fused ops / bare cuBLASLt GEMMs, {gpu}"))?;
         std::fs::write(&path, svg).map_err(|e| format!("{}: {e}", path.display()))?;
     }
     Ok(())

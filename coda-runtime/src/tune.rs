@@ -214,6 +214,10 @@ fn search_store(kernel: &Kernel, stream: &Stream, prob: Problem, replace: bool) 
         best.describe(),
         timed.len()
     );
+    // Every timing, for choosing defaults across programs (`CODA_LOG=debug`).
+    for (c, t) in &timed {
+        tracing::debug!("coda tune: {} M={} N={} K={}: {} {t:.4} ms", kernel.name(), prob.m, prob.n, prob.k, c.describe());
+    }
     let entry = Entry {
         gpu: stream.device_name().to_string(),
         program: kernel.name().to_string(),

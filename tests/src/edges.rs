@@ -52,7 +52,7 @@ enum Bound {
 
 /// The error each map must stay within on the wide ranges (several times
 /// what the H200 showed, well inside the PTX ISA's stated bounds).
-const BOUNDS: [(&str, &str, Bound); 11] = [
+const BOUNDS: [(&str, &str, Bound); 13] = [
     ("e", "exp", Bound::Rel(1e-5)),
     ("l", "log", Bound::Abs(1e-5)),
     ("t", "tanh", Bound::Rel(1e-4)),
@@ -64,6 +64,8 @@ const BOUNDS: [(&str, &str, Bound); 11] = [
     ("ge", "gelu_exact", Bound::Rel(1e-4)),
     ("sp", "softplus", Bound::Rel(3e-5)),
     ("p", "pow(x, 5)", Bound::Rel(1e-6)),
+    ("sn", "sin", Bound::Rel(1e-6)),
+    ("cs", "cos", Bound::Rel(1e-6)),
 ];
 
 /// Each output's error against its [`BOUNDS`] entry, as report assertions.
@@ -206,15 +208,24 @@ pub fn lse_case(stream: &Stream, seed: u64) -> Result<Report, Error> {
     Ok(report)
 }
 
-/// `math_activations` (gelu, gelu_exact, softplus, pow) at a ragged shape
-/// on `x` in ±[1e-3, 10], each within its [`BOUNDS`].
+/// `math_activations` (gelu, gelu_exact, softplus, pow; sin, cos) at a
+/// ragged shape on `x` in ±[1e-3, 10] and `angle` in ±10^[−6, 6] with a
+/// few hundred within 1e-3 of a multiple of π/2 (zeros of sin or cos, where
+/// only a reduction that keeps relative accuracy passes), each within its
+/// [`BOUNDS`].
 pub fn activations_case(stream: &Stream, seed: u64) -> Result<Report, Error> {
     let (m, n) = (1000, 528);
     let program = math_activations::program();
     let (mut report, compared) =
         harness::verify_outputs(stream, &math_activations::KERNEL, &program, None, (m, n, 8), seed, |setup, rng| {
             let x = log_uniform(rng, m * n, -3.0, 1.0);
-            setup.set_f32_input(stream, &program, "x", &x)
+            let mut angle = log_uniform(rng, m * n, -6.0, 6.0);
+            for (j, v) in angle.iter_mut().step_by(1009).enumerate() {
+                let k = (j % 4001) as f64 - 2000.0;
+                *v = (k * std::f64::consts::FRAC_PI_2 + rng.uniform(-1e-3, 1e-3)) as f32;
+            }
+            setup.set_f32_input(stream, &program, "x", &x)?;
+            setup.set_f32_input(stream, &program, "angle", &angle)
         })?;
     report.asserts = bounded(&compared);
     Ok(report)

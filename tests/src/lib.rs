@@ -2,8 +2,8 @@
 //! CLI's benchmarks: host helpers (one RNG, [`host::Check`]), the reference
 //! Llama block in f64 and bf16 ([`reference`]), a harness that verifies any
 //! compiled program on the GPU against the interpreter from its IR alone,
-//! the cuBLASLt baseline, and the benchmark suite; plus program variants
-//! beyond the example's.
+//! the cuBLASLt baseline, the benchmark suite, and the external commands
+//! integration tests drive; plus program variants beyond the example's.
 
 pub mod backward;
 pub mod baseline;
@@ -15,3 +15,4 @@ pub mod programs;
 pub mod reference;
 pub mod stress;
 pub mod suite;
+pub mod tools;

@@ -112,13 +112,17 @@ pub fn math_functions(x: Tile<f32>, y: Tile<f32>)
 }
 
 #[coda::epilogue(tile = (128, 128), schedule = pingpong)]
-/// As `math_functions`, for the activations built on them and `pow`.
-pub fn math_activations(x: Tile<f32>) -> (Tile<f32>, Tile<f32>, Tile<f32>, Tile<f32>) {
+/// As `math_functions`, for the activations built on them, `pow`, and `sin`
+/// and `cos` of `angle`.
+pub fn math_activations(x: Tile<f32>, angle: Tile<f32>)
+    -> (Tile<f32>, Tile<f32>, Tile<f32>, Tile<f32>, Tile<f32>, Tile<f32>) {
     let g = gelu(x);
     let ge = gelu_exact(x);
     let sp = softplus(x);
     let p = pow(x, 5);
-    (g, ge, sp, p)
+    let sn = sin(angle);
+    let cs = cos(angle);
+    (g, ge, sp, p, sn, cs)
 }
 
 #[coda::epilogue]

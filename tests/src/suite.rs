@@ -248,6 +248,50 @@ pub fn run(stream: &Stream, plan: &Plan, progress: &mut dyn FnMut(usize, &Row)) 
     Ok(rows)
 }
 
+/// The untuned suite: each program (as a user's crate builds it: its own
+/// config only, no tuning cache consulted unless the caller set one) at
+/// `n × n × n` for each of the plan's sizes, against the bare GEMMs of its
+/// shape. Random inputs from the generic harness; scalars and targets as it
+/// draws them (timing does not depend on the values: no map branches).
+pub fn run_untuned(
+    stream: &Stream,
+    plan: &Plan,
+    programs: &[(&str, &Kernel, Program)],
+    progress: &mut dyn FnMut(usize, &Row),
+) -> Result<Vec<Row>, Error> {
+    let lt = CublasLt::new(stream)?;
+    let none = |_: &mut Setup, _: &Program| Ok(());
+    let mut rows = vec![];
+    for &n in plan.op_sizes {
+        for (name, kernel, program) in programs {
+            rows.push(single_gemm(stream, &lt, (name, kernel, program.clone()), (n, n, n), plan.samples, &none)?);
+            progress(rows.len(), rows.last().expect("just pushed"));
+        }
+    }
+    Ok(rows)
+}
+
+/// Per shape: the median and the worst ratio to cuBLASLt over the rows of that shape.
+pub fn summary(rows: &[Row]) -> String {
+    let mut shapes: Vec<&str> = rows.iter().map(|r| r.shape.as_str()).collect();
+    shapes.dedup();
+    let mut s = String::new();
+    for shape in shapes {
+        let mut of: Vec<&Row> = rows.iter().filter(|r| r.shape == shape).collect();
+        of.sort_by(|a, b| a.vs_cublas().total_cmp(&b.vs_cublas()));
+        let (median, worst) = (of[of.len() / 2], of[of.len() - 1]);
+        s += &format!(
+            "{shape}: {} programs, median {:.3}× cuBLASLt ({}), worst {:.3}× ({})\n",
+            of.len(),
+            median.vs_cublas(),
+            median.name,
+            worst.vs_cublas(),
+            worst.name
+        );
+    }
+    s
+}
+
 /// The rows as a table: ms, and the fused time over each bare GEMM time.
 pub fn table(rows: &[Row]) -> String {
     let mut s = format!(
@@ -286,6 +330,24 @@ mod tests {
             Row { name: "gemm_swiglu".into(), shape: "M=4096 N=8192 K=4096".into(), gemms: "1".into(), fused_ms: 0.40, cublas_ms: 0.38, cutlass_ms: Some(0.41), note: String::new() },
             Row { name: "block fwd".into(), shape: "M=16384 d=2048 ffn=8192".into(), gemms: "4".into(), fused_ms: 2.7, cublas_ms: 3.0, cutlass_ms: None, note: String::new() },
         ]
+    }
+
+    /// The median of an odd count is the middle row; the worst is the largest ratio, per shape.
+    #[test]
+    fn summary_takes_median_and_worst_per_shape() {
+        let row = |name: &str, shape: &str, fused_ms: f64| Row {
+            name: name.into(),
+            shape: shape.into(),
+            gemms: "1".into(),
+            fused_ms,
+            cublas_ms: 1.0,
+            cutlass_ms: None,
+            note: String::new(),
+        };
+        let rows = [row("a", "S", 1.2), row("b", "S", 0.9), row("c", "S", 1.0), row("a", "T", 2.0)];
+        let s = summary(&rows);
+        assert!(s.contains("S: 3 programs, median 1.000× cuBLASLt (c), worst 1.200× (a)"), "{s}");
+        assert!(s.contains("T: 1 programs, median 2.000× cuBLASLt (a), worst 2.000× (a)"), "{s}");
     }
 
     #[test]

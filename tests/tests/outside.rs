@@ -10,15 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-const LIBRARY: [&str; 5] = ["coda-dsl", "coda-macros", "coda-cutlass-templates", "coda-codegen", "coda-runtime"];
+use coda_tests::tools::run;
 
-fn run(cmd: &mut Command) -> String {
-    let shown = format!("{cmd:?}");
-    let out = cmd.output().unwrap_or_else(|e| panic!("{shown}: {e}"));
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "{shown} failed:\n{text}");
-    text
-}
+const LIBRARY: [&str; 5] = ["coda-dsl", "coda-macros", "coda-cutlass-templates", "coda-codegen", "coda-runtime"];
 
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();

@@ -1,17 +1,20 @@
 // Scalar f32 functions that generated element-wise code calls by name.
 // Semantics match coda-dsl's interpreter (crate coda-dsl, module interp).
 //
-// On the device each transcendental is one or two special-function-unit
-// instructions with no slow path (libdevice's expf/logf/tanhf/IEEE division
-// inline range-reduction code per element, which in unrolled epilogues costs
-// issue slots and instruction cache). Without `.ftz` the approximations keep
-// subnormal inputs and outputs. Errors (PTX ISA, and measured against the f64
-// interpreter by the `math_functions` GPU test; README, "Maps"):
+// On the device nothing here has a slow path: libdevice's expf/logf/tanhf/
+// sinf/IEEE division inline range-reduction code per element, which in
+// unrolled epilogues costs issue slots and overflowed the instruction cache.
+// exp, log, tanh and the reciprocal are one special-function-unit instruction
+// each; sin and cos are a short reduction and polynomials; gelu_exact alone
+// calls libdevice (erfcf, a polynomial and an exponential). Without `.ftz`
+// the approximations keep subnormal inputs and outputs. Errors (PTX ISA, and
+// measured against the f64 interpreter by the GPU tests; README, "Maps"):
 //   exp   ex2.approx(x·log2 e)    ~2 ulp + 1.2·|x| ulp
 //   log   lg2.approx(x)·ln 2      absolute 2^-22 near 1, else ~3 ulp
 //   tanh  tanh.approx             relative 2^-11
 //   x/y   x · rcp.approx(y)       ~2 ulp; y rescaled by 2^±64 when 1/y would
 //                                 be subnormal or overflow
+//   sin, cos                      relative ~3 ulp for |x| ≤ 1e6, zeros included
 //   sigmoid, silu, gelu from e = exp(−|z|) and rcp, so that neither tail
 //   cancels or underflows early; softplus from exp and a log1p that is a
 //   series for small arguments; gelu_exact from erfcf (erff cancels for x ≪ 0).
@@ -112,25 +115,46 @@ CUTLASS_HOST_DEVICE float rsqrt(float x) {
 }
 CUTLASS_HOST_DEVICE float select(float c, float a, float b) { return c != 0.0f ? a : b; }
 
-// sin and cos on the device as one SFU instruction each after reducing the
-// argument to [−π, π] (two-constant Cody–Waite): absolute error ~1e-6 for
-// |x| < 1e5 (RoPE angles), with none of sinf's inlined slow path, whose code
-// size per element overflowed the instruction cache in unrolled epilogues.
-CUTLASS_HOST_DEVICE float reduce_2pi(float x) {
-  float k = rintf(x * 0.159154943091895f);
-  float r = fmaf(-k, 6.28318548202514648f, x);  // 2π rounded to f32 ...
-  return fmaf(-k, -1.74845553e-7f, r);          // ... and the rest of 2π
+#if defined(__CUDA_ARCH__)
+struct SinCos {
+  float sin, cos;
+};
+// x = k·π/2 + r, |r| ≤ π/4, by three-constant Cody–Waite: π/2 is split into
+// f32 parts, and the first fma is exact (x − k·C1 is a multiple of 2^-23 of
+// magnitude < 1), so r keeps its relative accuracy where sin or cos is near a
+// zero. On [−π/4, π/4] sin r = r + r³·P(r²), cos r = 1 + r²·Q(r²), with
+// coefficients fitted for minimal relative error by scripts/fit-sincos.py,
+// which also checks this algorithm in emulated f32; k mod 4 picks ±sin r or
+// ±cos r. Relative error ≤ 3 ulp for |x| ≤ 1e6; beyond ~1e7, where f32
+// angles are a unit apart, x·2/π rounds to the wrong k and r leaves the
+// polynomials' interval. sin and cos of one angle share all of it once inlined.
+__device__ __forceinline__ SinCos sin_cos(float x) {
+  float k = rintf(x * 0.636619747f);
+  float r = fmaf(-k, 1.57079637f, x);
+  r = fmaf(-k, -4.37113883e-8f, r);
+  r = fmaf(-k, -1.71512451e-15f, r);
+  float r2 = r * r;
+  float s = fmaf(r2 * r, fmaf(r2, fmaf(r2, -1.95144545e-4f, 8.33215471e-3f), -1.66666552e-1f), r);
+  float c = fmaf(r2, fmaf(r2, fmaf(r2, fmaf(r2, 2.43824925e-5f, -1.38866703e-3f), 4.16666195e-2f), -0.5f), 1.0f);
+  int q = __float2int_rn(k);  // defined for NaN and ±∞ (r is NaN then anyway)
+  SinCos v{(q & 1) ? c : s, (q & 1) ? -s : c};
+  if (q & 2) {
+    v.sin = -v.sin;
+    v.cos = -v.cos;
+  }
+  return v;
 }
+#endif
 CUTLASS_HOST_DEVICE float sin(float x) {
 #if defined(__CUDA_ARCH__)
-  return __sinf(reduce_2pi(x));
+  return x == 0.0f ? x : sin_cos(x).sin;  // sin(−0) = −0; r would be +0
 #else
   return sinf(x);
 #endif
 }
 CUTLASS_HOST_DEVICE float cos(float x) {
 #if defined(__CUDA_ARCH__)
-  return __cosf(reduce_2pi(x));
+  return sin_cos(x).cos;
 #else
   return cosf(x);
 #endif

@@ -1,0 +1,108 @@
+"""CODA-rs on PyTorch tensors.
+
+The programs compiled into this package (the Llama block's and LM-head
+tail's fused GEMM epilogues, see ``programs()``) run on ``torch`` CUDA
+tensors, without copies (DLPack), on ``torch.cuda.current_stream()``. Every
+argument is checked before anything is launched; a broken rule raises
+``ArgumentError`` (a ``ValueError``) whose ``argument`` attribute names the
+argument. Outputs not passed in are allocated with PyTorch and returned.
+
+Partial outputs (``RowPartial``, ``ColPartial``, ``LsePartial``) are f32
+tensors laid out per output tile (``program_info`` gives each parameter's
+shape); ``row_sums``, ``col_sums`` and ``row_lse`` finish them.
+"""
+
+from ._coda import ArgumentError, CodaError, program_info, programs
+from . import _coda
+
+__all__ = ["ArgumentError", "CodaError", "col_sums", "launch", "program_info", "programs", "row_lse", "row_sums"]
+
+_DTYPES = {"bf16": "bfloat16", "f32": "float32", "i32": "int32"}
+
+
+def _argument_error(name, rule):
+    e = ArgumentError(f"argument `{name}`: {rule}")
+    e.argument = name
+    return e
+
+
+def _detached(t):
+    # DLPack export refuses tensors that require grad; the launch is not differentiated.
+    return t.detach() if hasattr(t, "detach") else t
+
+
+def launch(program, *, a=None, b=None, **arguments):
+    """Runs ``program`` on torch CUDA tensors on the current stream.
+
+    ``a`` ``[M, K]`` and ``b`` (``[N, K]``, or ``[K, N]`` where the program's
+    ``b_layout`` is ``"kn"``) are the GEMM operands (none for a map program);
+    every other keyword is a parameter or scalar of the program, by its name
+    in the DSL. Outputs may be passed (written in place) or left out (then
+    allocated). Returns ``{name: tensor}`` for every output.
+    """
+    info = program_info(program)
+    params, scalars = info["params"], info["scalars"]
+    known = {p["name"] for p in params} | set(scalars)
+    for name in arguments:
+        if name not in known:
+            raise _argument_error(name, f"{info['name']} has no parameter `{name}`; it has {', '.join(sorted(known))}")
+    for p in params:
+        if not p["output"] and arguments.get(p["name"]) is None:
+            raise _argument_error(p["name"], f"input `{p['name']}` ({p['shape']}<{p['dtype']}>) is missing")
+    values = []
+    for s in scalars:
+        if s not in arguments:
+            raise _argument_error(s, f"scalar `{s}` is missing")
+        try:
+            values.append(float(arguments[s]))
+        except (TypeError, ValueError):
+            raise _argument_error(s, f"scalar `{s}` must be a number, got {type(arguments[s]).__name__}") from None
+    if info["map"]:
+        if a is not None or b is not None:
+            raise _argument_error("a", f"{info['name']} is a map program: it takes no GEMM operands")
+        first = next(p["name"] for p in params if not p["output"] and p["shape"] == "Tile")
+        operands = [(first, arguments[first])]
+    else:
+        if a is None or b is None:
+            raise _argument_error("a" if a is None else "b", f"{info['name']} is a GEMM program: pass `a` and `b`")
+        operands = [("a", a), ("b", b)]
+    # Where every tensor lives, checked before PyTorch or a GPU is needed.
+    device = _coda.cuda_device(*operands[0])
+    given = [(p["name"], arguments[p["name"]]) for p in params if arguments.get(p["name"]) is not None]
+    for name, t in operands[1:] + given:
+        if _coda.cuda_device(name, t) != device:
+            raise _argument_error(name, f"is on CUDA device {_coda.cuda_device(name, t)}; `{operands[0][0]}` is on device {device}")
+
+    import torch
+
+    choice, dims = _coda.plan(info["name"], device, [_detached(t) for _, t in operands])
+    tensors, outputs = [], {}
+    for p, shape in zip(params, dims):
+        t = arguments.get(p["name"])
+        if t is None:
+            t = torch.empty(shape, dtype=getattr(torch, _DTYPES[p["dtype"]]), device=f"cuda:{device}")
+        if p["output"]:
+            outputs[p["name"]] = t
+        tensors.append(_detached(t))
+    ops = (None, None) if info["map"] else (_detached(a), _detached(b))
+    _coda.launch(info["name"], device, choice, *ops, tensors, values)
+    return outputs
+
+
+def row_sums(partial, m):
+    """Per-row sums ``[M]`` from a ``RowPartial`` output (one row of sums per column tile)."""
+    return partial.sum(0)[:m]
+
+
+def col_sums(partial, n):
+    """Per-column sums ``[N]`` from a ``ColPartial`` output (one row of sums per row tile)."""
+    return partial.sum(0)[:n]
+
+
+def row_lse(partial, m):
+    """Per-row log-sum-exp ``[M]`` from an ``LsePartial`` output (per column
+    tile: the row maxima, then the sums of exp(x − max)): each tile's
+    max + log(sum), combined over tiles by ``torch.logsumexp``."""
+    import torch
+
+    return torch.logsumexp(partial[0, :, :m] + torch.log(partial[1, :, :m]), dim=0)

@@ -1,0 +1,318 @@
+//! `coda_rs._coda`, the native half of the `coda_rs` Python package: the
+//! compiled programs of this wheel (coda-llama's) launched on DLPack tensors
+//! (PyTorch's, without copies) on a raw CUDA stream (PyTorch's current one).
+//! `python/coda_rs/__init__.py` is the public API; it allocates outputs with
+//! PyTorch and passes everything here in parameter order. Every rule is
+//! checked by the runtime as for a Rust caller; an [`Error::Arg`] becomes
+//! `ArgumentError` (a `ValueError` whose `argument` names the argument),
+//! any other error `CodaError` (a `RuntimeError`).
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use dlpark::ffi::{DLDevice, DLDeviceType};
+use dlpark::python::consumer::stream::{self as dlpack_stream, DlpackStream, StreamArg};
+use dlpark::DlpackElement;
+use dlpark::python::{ImportRequest, ImportedDlpack};
+use coda_runtime::dsl::ir::{BLayout, DType};
+use coda_runtime::{AnyTensor, Choice, Element, Error, Kernel, Raster, RawTensor, Stream, TensorArg, bf16, tune};
+use pyo3::create_exception;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+create_exception!(_coda, ArgumentError, PyValueError, "An argument broke a rule; nothing was launched. `argument` names it.");
+create_exception!(_coda, CodaError, PyRuntimeError, "CODA could not launch: no usable GPU, a driver or kernel error.");
+
+/// `ArgumentError` naming `name`.
+fn argument_error(py: Python<'_>, name: &str, rule: &str) -> PyErr {
+    let err = ArgumentError::new_err(format!("argument `{name}`: {rule}"));
+    // Setting an attribute on a fresh exception instance cannot fail.
+    let _ = err.value(py).setattr("argument", name);
+    err
+}
+
+fn to_py(py: Python<'_>, e: Error) -> PyErr {
+    match e {
+        Error::Arg { name, rule } => argument_error(py, &name, &rule),
+        other => CodaError::new_err(other.to_string()),
+    }
+}
+
+/// The programs compiled into this wheel.
+fn kernels() -> &'static [&'static Kernel] {
+    static KERNELS: OnceLock<Vec<&'static Kernel>> = OnceLock::new();
+    KERNELS.get_or_init(|| coda_llama::programs::kernels().to_vec())
+}
+
+/// A program by its full name (`coda-llama::swiglu`) or its own (`swiglu`).
+fn kernel(py: Python<'_>, name: &str) -> PyResult<&'static Kernel> {
+    kernels().iter().copied().find(|k| k.name() == name || k.name().rsplit("::").next() == Some(name)).ok_or_else(|| {
+        let names: Vec<&str> = kernels().iter().map(|k| k.name()).collect();
+        argument_error(py, "program", &format!("no program `{name}` in this build; it has {}", names.join(", ")))
+    })
+}
+
+/// The `Stream` for PyTorch's current stream of `device` (asked of PyTorch
+/// here, so no stream handle crosses from Python code), and that handle.
+/// Made once per (device, stream) so that its workspace and zero operands are
+/// reused across launches, as PyTorch reuses its streams: they come from
+/// pools it never destroys (an `ExternalStream`'s owner must keep it alive
+/// as long as it launches CODA programs on it).
+fn current_stream(py: Python<'_>, device: usize) -> PyResult<(Arc<Stream>, usize)> {
+    static STREAMS: OnceLock<Mutex<HashMap<(usize, usize), Arc<Stream>>>> = OnceLock::new();
+    let raw: usize = py.import("torch")?.getattr("cuda")?.call_method1("current_stream", (device,))?.getattr("cuda_stream")?.extract()?;
+    let mut streams = STREAMS.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(s) = streams.get(&(device, raw)) {
+        return Ok((s.clone(), raw));
+    }
+    // SAFETY: `raw` is PyTorch's live stream of `device`, kept alive by
+    // PyTorch for the life of the process (see above).
+    let s = Arc::new(unsafe { Stream::from_raw(device, raw as *mut c_void as _) }.map_err(|e| to_py(py, e))?);
+    streams.insert((device, raw), s.clone());
+    Ok((s, raw))
+}
+
+/// The consumer stream a DLPack producer is asked to make its data ready on.
+struct ConsumerStream(usize);
+
+// SAFETY: the stream is the one every launch of this call is enqueued on.
+unsafe impl DlpackStream for ConsumerStream {
+    fn as_python_arg(&self, _py: Python<'_>, _device: DLDevice) -> PyResult<StreamArg> {
+        Ok(dlpack_stream::cuda(self.0 as *mut c_void))
+    }
+}
+
+/// Refuses anything but a CUDA tensor of `device` (any device when `None`),
+/// before a stream or a GPU is needed; returns the CUDA device.
+fn check_cuda(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>, device: Option<usize>) -> PyResult<usize> {
+    if !obj.hasattr("__dlpack__")? {
+        let kind = obj.get_type().name()?;
+        return Err(argument_error(py, name, &format!("is not a DLPack tensor (a {kind}); pass a torch CUDA tensor")));
+    }
+    let request = ImportRequest::new(obj.as_borrowed())
+        .map_err(|e| argument_error(py, name, &format!("is not a DLPack tensor ({e}); pass a torch CUDA tensor")))?;
+    let d = request.device().map_err(|e| argument_error(py, name, &format!("does not state its DLPack device ({e})")))?;
+    let cuda = (d.device_type == DLDeviceType::CUDA).then(|| usize::try_from(d.device_id).ok()).flatten();
+    match (cuda, device) {
+        (None, _) => {
+            let place = match d.device_type {
+                DLDeviceType::CPU => "the CPU".to_string(),
+                DLDeviceType::CUDAHOST => "pinned host memory".to_string(),
+                DLDeviceType::CUDAMANAGED => "CUDA managed memory".to_string(),
+                DLDeviceType::ROCM => format!("ROCm device {}", d.device_id),
+                other => format!("DLPack device type {}", other.0),
+            };
+            Err(argument_error(py, name, &format!("is on {place}; CODA needs CUDA tensors (device memory of an H100/H200)")))
+        }
+        (Some(c), Some(want)) if c != want => Err(argument_error(py, name, &format!("is on CUDA device {c}; the launch is on device {want}"))),
+        (Some(c), _) => Ok(c),
+    }
+}
+
+/// `obj` imported through DLPack with its data ready on `raw`.
+fn import(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>, device: usize, raw: usize) -> PyResult<ImportedDlpack> {
+    check_cuda(py, name, obj, Some(device))?;
+    let request = ImportRequest::new(obj.as_borrowed())?;
+    request.import(Some(&ConsumerStream(raw)), None).map_err(|e| argument_error(py, name, &format!("DLPack import failed: {e}")))
+}
+
+/// An imported tensor as a launch argument of its parameter's dtype.
+enum Raw<'a> {
+    Bf16(RawTensor<'a, bf16>),
+    F32(RawTensor<'a, f32>),
+    I32(RawTensor<'a, i32>),
+}
+
+/// An imported tensor as a launch argument of element type `T` named `name`.
+fn raw<'a, T: Element + DlpackElement>(stream: &Stream, name: &str, t: &'a ImportedDlpack) -> Result<RawTensor<'a, T>, Error> {
+    // SAFETY: the producer made the data ready on `stream` (`import`), and
+    // PyTorch's caching allocator orders the memory's reuse on that same
+    // stream, where the launch is enqueued.
+    let raw = unsafe {
+        match t {
+            ImportedDlpack::Legacy(m) => RawTensor::from_dlpack(stream, m),
+            ImportedDlpack::Versioned(m) => RawTensor::from_dlpack(stream, m),
+        }
+    };
+    // The runtime names the DLPack tensor generically; say which argument it is.
+    raw.map_err(|e| match e {
+        Error::Arg { name: what, rule } if what == "tensor" => Error::arg(name, rule),
+        Error::Arg { name: what, rule } => Error::arg(name, format!("{what}: {rule}")),
+        other => other,
+    })
+}
+
+impl<'a> Raw<'a> {
+    fn new(stream: &Stream, name: &str, dtype: DType, t: &'a ImportedDlpack) -> Result<Raw<'a>, Error> {
+        Ok(match dtype {
+            DType::Bf16 => Raw::Bf16(raw(stream, name, t)?),
+            DType::F32 => Raw::F32(raw(stream, name, t)?),
+            DType::I32 => Raw::I32(raw(stream, name, t)?),
+        })
+    }
+    fn any(&self) -> &dyn AnyTensor {
+        match self {
+            Raw::Bf16(t) => t,
+            Raw::F32(t) => t,
+            Raw::I32(t) => t,
+        }
+    }
+    fn arg(&mut self, output: bool) -> TensorArg<'_> {
+        match (self, output) {
+            (Raw::Bf16(t), false) => TensorArg::input(&*t),
+            (Raw::Bf16(t), true) => TensorArg::output(t),
+            (Raw::F32(t), false) => TensorArg::input(&*t),
+            (Raw::F32(t), true) => TensorArg::output(t),
+            (Raw::I32(t), false) => TensorArg::input(&*t),
+            (Raw::I32(t), true) => TensorArg::output(t),
+        }
+    }
+}
+
+fn raster_code(r: Raster) -> u8 {
+    match r {
+        Raster::Heuristic => 0,
+        Raster::AlongM => 1,
+        Raster::AlongN => 2,
+    }
+}
+
+/// The names of the programs in this build.
+#[pyfunction]
+fn programs() -> Vec<&'static str> {
+    kernels().iter().map(|k| k.name()).collect()
+}
+
+/// A program's interface: `name`, `map` (no GEMM), `b_layout` (`"nk"`: `b`
+/// is `[N, K]`; `"kn"`: `[K, N]`), `params` (dicts of `name`, `dtype`
+/// `bf16|f32|i32`, `shape` as the DSL names it, `output`), `scalars` (names,
+/// in order) and `configs` (compiled, the program's own first).
+#[pyfunction]
+fn program_info<'py>(py: Python<'py>, program: &str) -> PyResult<Bound<'py, PyDict>> {
+    let k = kernel(py, program)?;
+    let info = PyDict::new(py);
+    info.set_item("name", k.name())?;
+    info.set_item("map", k.is_map())?;
+    info.set_item("b_layout", if k.b_layout() == BLayout::Kn { "kn" } else { "nk" })?;
+    let params = k
+        .params()
+        .iter()
+        .map(|p| {
+            let d = PyDict::new(py);
+            d.set_item("name", p.name)?;
+            d.set_item("dtype", p.dtype.rust_name())?;
+            d.set_item("shape", format!("{:?}", p.shape))?;
+            d.set_item("output", p.output)?;
+            Ok(d)
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    info.set_item("params", params)?;
+    info.set_item("scalars", k.scalars().to_vec())?;
+    info.set_item("configs", k.variants().iter().map(|v| v.config().name()).collect::<Vec<_>>())?;
+    Ok(info)
+}
+
+/// The CUDA device of a DLPack tensor; `ArgumentError` naming `name` for
+/// anything else (no GPU needed).
+#[pyfunction]
+fn cuda_device(py: Python<'_>, name: &str, tensor: &Bound<'_, PyAny>) -> PyResult<usize> {
+    check_cuda(py, name, tensor, None)
+}
+
+/// The launch plan for `program` on `operands` (`[a, b]`, or a map
+/// program's first tile) on PyTorch's current stream of `device`:
+/// `(choice, dims)`, the choice as `(variant, swizzle, raster)` (from the
+/// tuner, as for Rust launches) and the dims every parameter must have, in
+/// parameter order.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn plan(py: Python<'_>, program: &str, device: usize, operands: Vec<Bound<'_, PyAny>>) -> PyResult<((usize, u32, u8), Vec<Vec<usize>>)> {
+    let k = kernel(py, program)?;
+    let (s, stream) = current_stream(py, device)?;
+    let problem = if k.is_map() {
+        let Some(p) = k.params().iter().find(|p| !p.output && p.shape == coda_runtime::dsl::ir::Shape::Tile) else {
+            return Err(argument_error(py, "program", "a map program without a Tile input"));
+        };
+        let [tile] = &operands[..] else { return Err(argument_error(py, p.name, "a map program takes its first tile as the operand")) };
+        let imported = import(py, p.name, tile, device, stream)?;
+        let raw = Raw::new(&s, p.name, p.dtype, &imported).map_err(|e| to_py(py, e))?;
+        k.map_shape(raw.any()).map_err(|e| to_py(py, e))?
+    } else {
+        let [a, b] = &operands[..] else { return Err(argument_error(py, "a", "a GEMM program takes `a` and `b`")) };
+        let (ia, ib) = (import(py, "a", a, device, stream)?, import(py, "b", b, device, stream)?);
+        let ra = raw::<bf16>(&s, "a", &ia).map_err(|e| to_py(py, e))?;
+        let rb = raw::<bf16>(&s, "b", &ib).map_err(|e| to_py(py, e))?;
+        k.gemm_shape(&ra, &rb).map_err(|e| to_py(py, e))?
+    };
+    let c = tune::choose(k, &s, problem).map_err(|e| to_py(py, e))?;
+    let dims = k.params().iter().map(|p| c.dims(p.shape, problem.m, problem.n)).collect::<Result<Vec<_>, _>>().map_err(|e| to_py(py, e))?;
+    Ok(((c.variant, c.swizzle, raster_code(c.raster)), dims))
+}
+
+/// Launches `program` on PyTorch's current stream of `device` in `choice`
+/// (from [`plan`]): `a` and `b` for a GEMM program (None for a map program),
+/// `tensors` for every parameter in order (outputs included), `scalars` in
+/// order.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn launch(
+    py: Python<'_>,
+    program: &str,
+    device: usize,
+    choice: (usize, u32, u8),
+    a: Option<Bound<'_, PyAny>>,
+    b: Option<Bound<'_, PyAny>>,
+    tensors: Vec<Bound<'_, PyAny>>,
+    scalars: Vec<f32>,
+) -> PyResult<()> {
+    let k = kernel(py, program)?;
+    let (variant, swizzle, raster) = choice;
+    let Some(v) = k.variants().get(variant) else {
+        return Err(argument_error(py, "choice", &format!("variant {variant} of {} compiled configs", k.variants().len())));
+    };
+    let raster = match raster {
+        0 => Raster::Heuristic,
+        1 => Raster::AlongM,
+        2 => Raster::AlongN,
+        r => return Err(argument_error(py, "choice", &format!("raster code {r} is not 0, 1 or 2"))),
+    };
+    let choice = Choice { variant, config: v.config(), swizzle, raster };
+    if tensors.len() != k.params().len() {
+        return Err(argument_error(py, "tensors", &format!("{} given, {} has {} parameters", tensors.len(), k.name(), k.params().len())));
+    }
+    let (s, stream) = current_stream(py, device)?;
+    let imported = k.params().iter().zip(&tensors).map(|(p, t)| import(py, p.name, t, device, stream)).collect::<PyResult<Vec<_>>>()?;
+    let mut raws = k
+        .params()
+        .iter()
+        .zip(&imported)
+        .map(|(p, t)| Raw::new(&s, p.name, p.dtype, t))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| to_py(py, e))?;
+    let mut args: Vec<TensorArg<'_>> = raws.iter_mut().zip(k.params()).map(|(r, p)| r.arg(p.output)).collect();
+    let result = match (a, b) {
+        (Some(a), Some(b)) => {
+            let (ia, ib) = (import(py, "a", &a, device, stream)?, import(py, "b", &b, device, stream)?);
+            let ra = raw::<bf16>(&s, "a", &ia).map_err(|e| to_py(py, e))?;
+            let rb = raw::<bf16>(&s, "b", &ib).map_err(|e| to_py(py, e))?;
+            k.launch(&s, &choice, &ra, &rb, &mut args, &scalars)
+        }
+        (None, None) => k.launch_map(&s, &choice, &mut args, &scalars),
+        _ => return Err(argument_error(py, "b", "`a` and `b` come together (a GEMM program) or not at all (a map program)")),
+    };
+    result.map_err(|e| to_py(py, e))
+}
+
+#[pymodule]
+fn _coda(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("ArgumentError", m.py().get_type::<ArgumentError>())?;
+    m.add("CodaError", m.py().get_type::<CodaError>())?;
+    m.add_function(wrap_pyfunction!(programs, m)?)?;
+    m.add_function(wrap_pyfunction!(program_info, m)?)?;
+    m.add_function(wrap_pyfunction!(cuda_device, m)?)?;
+    m.add_function(wrap_pyfunction!(plan, m)?)?;
+    m.add_function(wrap_pyfunction!(launch, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,104 @@
+"""The wheel on an H100/H200 with PyTorch: compiled programs launched on
+torch CUDA tensors on the current stream, each output against an f64
+reference with the project's criterion (max |ours − f64| ≤ 2 · max |bf16 op
+by op − f64| + 1e-6, the bf16 path summing the GEMM in f32 as cuBLAS does),
+bitwise repeatable; refusals on the GPU name their argument."""
+
+import unittest
+
+import coda_rs
+
+try:
+    import torch
+
+    GPU = torch.cuda.is_available()
+except ImportError:  # CI installs no torch: this file is for the GPU machine
+    GPU = False
+
+M, N, K = 1000, 528, 264
+
+
+def criterion(test, name, ours, exact, bf16):
+    err = (ours.double() - exact).abs().max().item()
+    yardstick = (bf16.double() - exact).abs().max().item()
+    print(f"  {name}: max err {err:.3e}, bf16 op-by-op {yardstick:.3e}")
+    test.assertLessEqual(err, 2 * yardstick + 1e-6, name)
+
+
+@unittest.skipUnless(GPU, "needs a CUDA GPU and PyTorch")
+class Programs(unittest.TestCase):
+    def setUp(self):
+        g = torch.Generator(device="cuda").manual_seed(7)
+        self.rand = lambda *shape, lo=-1.0, hi=1.0, dtype=torch.bfloat16: (
+            torch.rand(*shape, generator=g, device="cuda") * (hi - lo) + lo).to(dtype)
+        self.a, self.b = self.rand(M, K), self.rand(N, K)
+        # The bf16 path's GEMM: an f32 sum rounded to bf16 (cuBLAS's).
+        self.acc32 = self.a.float() @ self.b.float().T
+        self.acc64 = self.a.double() @ self.b.double().T
+
+    def repeat_bitwise(self, run):
+        first, second = run(), run()
+        for name in first:
+            self.assertTrue(torch.equal(first[name], second[name]), f"{name} differs between two runs")
+        return first
+
+    def test_residual_rms_partial(self):
+        res, gamma = self.rand(M, N), self.rand(N, lo=0.5, hi=1.5)
+        out = self.repeat_bitwise(lambda: coda_rs.launch("linear_residual_rms_partial", a=self.a, b=self.b, residual=res, gamma=gamma))
+        h64 = self.acc64 + res.double()
+        h16 = self.acc32.bfloat16() + res
+        criterion(self, "h", out["h"], h64, h16)
+        criterion(self, "u", out["u"], h64 * gamma.double(), h16 * gamma)
+        criterion(self, "sq", coda_rs.row_sums(out["sq"], M), (h64 * h64).sum(1), (h16 * h16).float().sum(1))
+
+    def test_rowscale_swiglu_in_place_on_a_side_stream(self):
+        r = self.rand(M, lo=0.5, hi=2.0, dtype=torch.float32)
+        y = torch.full((M, N // 2), float("nan"), dtype=torch.bfloat16, device="cuda")
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            out = coda_rs.launch("linear_rowscale_swiglu", a=self.a, b=self.b, r=r, y=y)
+        side.synchronize()
+        self.assertIs(out["y"], y)
+        z64, z16 = self.acc64 * r.double()[:, None], self.acc32.bfloat16() * r[:, None]
+        z16 = z16.bfloat16()
+        ref64 = torch.nn.functional.silu(z64[:, 0::2]) * z64[:, 1::2]
+        ref16 = torch.nn.functional.silu(z16[:, 0::2]) * z16[:, 1::2]
+        criterion(self, "y", y, ref64, ref16)
+
+    def test_cross_entropy_partials(self):
+        r = self.rand(M, lo=0.5, hi=2.0, dtype=torch.float32)
+        target = torch.randint(0, N, (M,), device="cuda", dtype=torch.int32)
+        target[::7] = -100  # ignored rows: nothing written
+        out = self.repeat_bitwise(lambda: coda_rs.launch("linear_cross_entropy", a=self.a, b=self.b, r=r, target=target,
+                                                         target_logit=torch.zeros(M, device="cuda")))
+        logits64, logits16 = self.acc64 * r.double()[:, None], (self.acc32.bfloat16() * r[:, None]).bfloat16()
+        criterion(self, "lse", coda_rs.row_lse(out["lse"], M), torch.logsumexp(logits64, 1), torch.logsumexp(logits16.float(), 1))
+        keep = target >= 0
+        t = target.long().clamp(min=0)[:, None]
+        criterion(self, "target_logit", out["target_logit"][keep], logits64.gather(1, t)[:, 0][keep], logits16.gather(1, t)[:, 0][keep])
+        self.assertTrue((out["target_logit"][~keep] == 0).all(), "ignored rows are not written")
+
+
+@unittest.skipUnless(GPU, "needs a CUDA GPU and PyTorch")
+class Refusals(unittest.TestCase):
+    def refused(self, argument, fragment, **kwargs):
+        with self.assertRaises(coda_rs.ArgumentError) as e:
+            coda_rs.launch("linear_residual_rms_partial", **kwargs)
+        self.assertEqual(e.exception.argument, argument, str(e.exception))
+        self.assertIn(fragment, str(e.exception))
+        print(f"  refused: {e.exception}")
+
+    def test_each_rule_names_its_argument(self):
+        bf = lambda *s: torch.zeros(*s, dtype=torch.bfloat16, device="cuda")
+        a, b, res, gamma = bf(M, K), bf(N, K), bf(M, N), bf(N)
+        self.refused("residual", "float", a=a, b=b, residual=res.float(), gamma=gamma)
+        self.refused("residual", "[1000, 528]", a=a, b=b, residual=bf(M, N + 8), gamma=gamma)
+        self.refused("residual", "stride", a=a, b=b, residual=bf(N, M).T, gamma=gamma)
+        self.refused("b", "K = 264", a=a, b=bf(N, K + 8), residual=res, gamma=gamma)
+        self.refused("h", "[1000, 528]", a=a, b=b, residual=res, gamma=gamma, h=bf(M, 8))
+        self.refused("a", "CODA needs CUDA tensors", a=a.cpu(), b=b, residual=res, gamma=gamma)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
