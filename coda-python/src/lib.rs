@@ -7,10 +7,13 @@
 //! `ArgumentError` (a `ValueError` whose `argument` names the argument),
 //! any other error `CodaError` (a `RuntimeError`).
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex, OnceLock};
 
+use coda_runtime::cudarc::driver::sys::{CUevent_flags, CUstreamCaptureStatus, cuStreamIsCapturing};
+use coda_runtime::cudarc::driver::CudaEvent;
 use dlpark::ffi::{DLDevice, DLDeviceType};
 use dlpark::python::consumer::stream::{self as dlpack_stream, DlpackStream, StreamArg};
 use dlpark::DlpackElement;
@@ -59,25 +62,70 @@ fn kernel(py: Python<'_>, name: &str) -> PyResult<&'static Kernel> {
 /// Made once per (device, stream) so that its workspace and zero operands are
 /// reused across launches, as PyTorch reuses its streams: they come from
 /// pools it never destroys (an `ExternalStream`'s owner must keep it alive
-/// as long as it launches CODA programs on it).
+/// as long as it launches CODA programs on it). A stream being captured
+/// into a CUDA graph is refused: the workspace a launch may allocate on it
+/// would belong to the graph.
 fn current_stream(py: Python<'_>, device: usize) -> PyResult<(Arc<Stream>, usize)> {
     static STREAMS: OnceLock<Mutex<HashMap<(usize, usize), Arc<Stream>>>> = OnceLock::new();
-    let raw: usize = py.import("torch")?.getattr("cuda")?.call_method1("current_stream", (device,))?.getattr("cuda_stream")?.extract()?;
+    let unusable = |e: PyErr| CodaError::new_err(format!("launches need PyTorch with CUDA: {e}"));
+    let torch = py.import("torch").map_err(unusable)?;
+    let current = torch.getattr("cuda")?.call_method1("current_stream", (device,)).map_err(unusable)?;
+    let raw: usize = current.getattr("cuda_stream")?.extract()?;
     let mut streams = STREAMS.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(s) = streams.get(&(device, raw)) {
-        return Ok((s.clone(), raw));
+    let s = match streams.get(&(device, raw)) {
+        Some(s) => s.clone(),
+        None => {
+            // SAFETY: `raw` is PyTorch's live stream of `device`, kept alive by
+            // PyTorch for the life of the process (see above).
+            let s = unsafe { Stream::from_raw(device, raw as *mut c_void as _) };
+            let s = Arc::new(s.map_err(|e| CodaError::new_err(format!("PyTorch's current stream of device {device}: {e}")))?);
+            streams.insert((device, raw), s.clone());
+            s
+        }
+    };
+    let mut status = CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+    s.cuda().context().bind_to_thread().map_err(|e| to_py(py, e.into()))?;
+    // SAFETY: a live stream of the context just bound; `status` is written once.
+    unsafe { cuStreamIsCapturing(s.cuda().cu_stream(), &mut status) }.result().map_err(|e| to_py(py, e.into()))?;
+    if status != CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE {
+        return Err(CodaError::new_err("the current stream is capturing a CUDA graph; CODA launches cannot be captured yet"));
     }
-    // SAFETY: `raw` is PyTorch's live stream of `device`, kept alive by
-    // PyTorch for the life of the process (see above).
-    let s = Arc::new(unsafe { Stream::from_raw(device, raw as *mut c_void as _) }.map_err(|e| to_py(py, e))?);
-    streams.insert((device, raw), s.clone());
     Ok((s, raw))
+}
+
+/// The imported tensors of a launch, kept until it has run: releasing one
+/// releases the producer's reference, after which PyTorch's allocator may
+/// hand the memory to other work (on any stream, if the tensor was made on
+/// another one than the launch's).
+struct InFlight {
+    done: CudaEvent,
+    _tensors: Vec<ImportedDlpack>,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        // Normally already complete (see `retire`); at thread exit, wait. An
+        // error here means the context is gone, and its work with it.
+        let _ = self.done.synchronize();
+    }
+}
+
+thread_local! {
+    /// Per thread: imported DLPack tensors are not `Send`. PyTorch's deleters
+    /// free C++ objects only, so dropping them needs no GIL.
+    static IN_FLIGHT: RefCell<Vec<InFlight>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Releases the tensors of this thread's launches that have completed.
+fn retire() {
+    IN_FLIGHT.with(|q| q.borrow_mut().retain(|f| !f.done.is_complete()));
 }
 
 /// The consumer stream a DLPack producer is asked to make its data ready on.
 struct ConsumerStream(usize);
 
-// SAFETY: the stream is the one every launch of this call is enqueued on.
+// SAFETY: a live stream of the tensors' device (PyTorch's current one,
+// `current_stream`), where every launch of this call is enqueued.
 unsafe impl DlpackStream for ConsumerStream {
     fn as_python_arg(&self, _py: Python<'_>, _device: DLDevice) -> PyResult<StreamArg> {
         Ok(dlpack_stream::cuda(self.0 as *mut c_void))
@@ -111,11 +159,18 @@ fn check_cuda(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>, device: Option
     }
 }
 
-/// `obj` imported through DLPack with its data ready on `raw`.
+/// `obj`, a `torch.Tensor` on CUDA device `device`, imported through
+/// DLPack with its data ready on `raw`, without a copy.
 fn import(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>, device: usize, raw: usize) -> PyResult<ImportedDlpack> {
     check_cuda(py, name, obj, Some(device))?;
+    // Only PyTorch's allocator is known to keep memory whose reference
+    // `InFlight` holds, and only its deleters are safe without the GIL.
+    if !obj.is_instance(&py.import("torch")?.getattr("Tensor")?)? {
+        let kind = obj.get_type().name()?;
+        return Err(argument_error(py, name, &format!("is a {kind}; pass a torch.Tensor")));
+    }
     let request = ImportRequest::new(obj.as_borrowed())?;
-    request.import(Some(&ConsumerStream(raw)), None).map_err(|e| argument_error(py, name, &format!("DLPack import failed: {e}")))
+    request.import(Some(&ConsumerStream(raw)), Some(false)).map_err(|e| argument_error(py, name, &format!("DLPack import failed: {e}")))
 }
 
 /// An imported tensor as a launch argument of its parameter's dtype.
@@ -127,9 +182,10 @@ enum Raw<'a> {
 
 /// An imported tensor as a launch argument of element type `T` named `name`.
 fn raw<'a, T: Element + DlpackElement>(stream: &Stream, name: &str, t: &'a ImportedDlpack) -> Result<RawTensor<'a, T>, Error> {
-    // SAFETY: the producer made the data ready on `stream` (`import`), and
-    // PyTorch's caching allocator orders the memory's reuse on that same
-    // stream, where the launch is enqueued.
+    // SAFETY: the producer made the data ready on `stream` (`import`), the
+    // launch is enqueued on `stream`, and `launch` keeps every imported
+    // tensor (PyTorch's reference to its memory) until an event recorded
+    // after the launch has completed (`InFlight`).
     let raw = unsafe {
         match t {
             ImportedDlpack::Legacy(m) => RawTensor::from_dlpack(stream, m),
@@ -283,26 +339,45 @@ fn launch(
         return Err(argument_error(py, "tensors", &format!("{} given, {} has {} parameters", tensors.len(), k.name(), k.params().len())));
     }
     let (s, stream) = current_stream(py, device)?;
-    let imported = k.params().iter().zip(&tensors).map(|(p, t)| import(py, p.name, t, device, stream)).collect::<PyResult<Vec<_>>>()?;
-    let mut raws = k
-        .params()
-        .iter()
-        .zip(&imported)
-        .map(|(p, t)| Raw::new(&s, p.name, p.dtype, t))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| to_py(py, e))?;
-    let mut args: Vec<TensorArg<'_>> = raws.iter_mut().zip(k.params()).map(|(r, p)| r.arg(p.output)).collect();
-    let result = match (a, b) {
-        (Some(a), Some(b)) => {
-            let (ia, ib) = (import(py, "a", &a, device, stream)?, import(py, "b", &b, device, stream)?);
-            let ra = raw::<bf16>(&s, "a", &ia).map_err(|e| to_py(py, e))?;
-            let rb = raw::<bf16>(&s, "b", &ib).map_err(|e| to_py(py, e))?;
-            k.launch(&s, &choice, &ra, &rb, &mut args, &scalars)
-        }
-        (None, None) => k.launch_map(&s, &choice, &mut args, &scalars),
+    retire();
+    let operands = match (a, b) {
+        (Some(a), Some(b)) => Some((import(py, "a", &a, device, stream)?, import(py, "b", &b, device, stream)?)),
+        (None, None) => None,
         _ => return Err(argument_error(py, "b", "`a` and `b` come together (a GEMM program) or not at all (a map program)")),
     };
-    result.map_err(|e| to_py(py, e))
+    let mut imported = k.params().iter().zip(&tensors).map(|(p, t)| import(py, p.name, t, device, stream)).collect::<PyResult<Vec<_>>>()?;
+    {
+        let mut raws = k
+            .params()
+            .iter()
+            .zip(&imported)
+            .map(|(p, t)| Raw::new(&s, p.name, p.dtype, t))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| to_py(py, e))?;
+        let mut args: Vec<TensorArg<'_>> = raws.iter_mut().zip(k.params()).map(|(r, p)| r.arg(p.output)).collect();
+        let result = match &operands {
+            Some((ia, ib)) => {
+                let ra = raw::<bf16>(&s, "a", ia).map_err(|e| to_py(py, e))?;
+                let rb = raw::<bf16>(&s, "b", ib).map_err(|e| to_py(py, e))?;
+                k.launch(&s, &choice, &ra, &rb, &mut args, &scalars)
+            }
+            None => k.launch_map(&s, &choice, &mut args, &scalars),
+        };
+        // A refused launch enqueued nothing: its tensors may go at once.
+        result.map_err(|e| to_py(py, e))?;
+    }
+    imported.extend(operands.into_iter().flat_map(|(ia, ib)| [ia, ib]));
+    match s.cuda().record_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING)) {
+        Ok(done) => {
+            IN_FLIGHT.with(|q| q.borrow_mut().push(InFlight { done, _tensors: imported }));
+            Ok(())
+        }
+        Err(e) => {
+            // Without an event, wait for the launch before its tensors go.
+            let _ = s.cuda().synchronize();
+            Err(to_py(py, e.into()))
+        }
+    }
 }
 
 #[pymodule]

@@ -57,6 +57,14 @@ class Refusals(unittest.TestCase):
         x = np.zeros((4, 8), np.float32)
         self.refused("a", "CODA needs CUDA tensors", a=x, b=x, residual=x, gamma=x)
 
+    def test_unknown_program(self):
+        x = np.zeros((4, 8), np.float32)
+        self.refused("program", "no program `nope`", program="nope", a=x, b=x)
+
+    def test_map_program_given_operands(self):
+        x = np.zeros((4, 8), np.float32)
+        self.refused("a", "is a map program", program="rms_input", a=x, b=x, x=x, gamma=x)
+
     def test_not_a_tensor(self):
         x = np.zeros((4, 8), np.float32)
         self.refused("a", "is not a DLPack tensor", a=[[1.0]], b=x, residual=x, gamma=x)

@@ -57,8 +57,12 @@ class Programs(unittest.TestCase):
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
+            torch.cuda._sleep(200_000_000)  # the side stream is busy for a while
             out = coda_rs.launch("linear_rowscale_swiglu", a=self.a, b=self.b, r=r, y=y)
+        # On the default stream, not waiting: the launch is still queued behind the sleep.
+        early = y.clone()
         side.synchronize()
+        self.assertTrue(torch.isnan(early.float()).all().item(), "the launch ran on the side stream, after its sleep")
         self.assertIs(out["y"], y)
         z64, z16 = self.acc64 * r.double()[:, None], self.acc32.bfloat16() * r[:, None]
         z16 = z16.bfloat16()
@@ -80,6 +84,39 @@ class Programs(unittest.TestCase):
         self.assertTrue((out["target_logit"][~keep] == 0).all(), "ignored rows are not written")
 
 
+    def test_inputs_dropped_while_the_launch_waits(self):
+        """The caller drops its only references while the launch is queued; the
+        memory must not go to new tensors before the launch has read it."""
+        res, gamma = self.rand(M, N), self.rand(N, lo=0.5, hi=1.5)
+        res_copy = res.clone()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(200_000_000)
+            out = coda_rs.launch("linear_residual_rms_partial", a=self.a, b=self.b, residual=res, gamma=gamma)
+        del res
+        # Same size, default stream: a freed block would be handed out here and overwritten.
+        junk = [torch.full((M, N), 1e4, dtype=torch.bfloat16, device="cuda") for _ in range(4)]
+        side.synchronize()
+        criterion(self, "h", out["h"], self.acc64 + res_copy.double(), self.acc32.bfloat16() + res_copy)
+        del junk
+
+    def test_map_program_and_kn_layout(self):
+        x, gamma = self.rand(M, N), self.rand(N, lo=0.5, hi=1.5)
+        out = self.repeat_bitwise(lambda: coda_rs.launch("rms_input", x=x, gamma=gamma))
+        criterion(self, "u", out["u"], x.double() * gamma.double(), x * gamma)
+        criterion(self, "sq", coda_rs.row_sums(out["sq"], M), (x.double() ** 2).sum(1), (x * x).float().sum(1))
+        b_kn = self.rand(K, N)
+        out = self.repeat_bitwise(lambda: coda_rs.launch("matmul", a=self.a, b=b_kn))
+        criterion(self, "y", out["y"], self.a.double() @ b_kn.double(), (self.a.float() @ b_kn.float()).bfloat16())
+
+    def test_unwritten_rank_one_outputs_start_at_zero(self):
+        r = self.rand(M, lo=0.5, hi=2.0, dtype=torch.float32)
+        target = torch.full((M,), -100, device="cuda", dtype=torch.int32)
+        out = coda_rs.launch("linear_cross_entropy", a=self.a, b=self.b, r=r, target=target)
+        self.assertTrue((out["target_logit"] == 0).all().item(), "every target ignored: nothing written, zeros returned")
+
+
 @unittest.skipUnless(GPU, "needs a CUDA GPU and PyTorch")
 class Refusals(unittest.TestCase):
     def refused(self, argument, fragment, **kwargs):
@@ -98,6 +135,13 @@ class Refusals(unittest.TestCase):
         self.refused("b", "K = 264", a=a, b=bf(N, K + 8), residual=res, gamma=gamma)
         self.refused("h", "[1000, 528]", a=a, b=b, residual=res, gamma=gamma, h=bf(M, 8))
         self.refused("a", "CODA needs CUDA tensors", a=a.cpu(), b=b, residual=res, gamma=gamma)
+        self.refused("h", "overlap", a=a, b=b, residual=res, gamma=gamma, h=res)
+        self.refused("h", "must not require grad", a=a, b=b, residual=res, gamma=gamma, h=bf(M, N).requires_grad_())
+        with self.assertRaises(coda_rs.ArgumentError) as e:
+            coda_rs.launch("linear_cross_entropy", a=a, b=b, r=torch.ones(M, device="cuda"),
+                           target=torch.zeros(M, dtype=torch.int64, device="cuda"))
+        self.assertEqual(e.exception.argument, "target", str(e.exception))
+        print(f"  refused: {e.exception}")
 
 
 if __name__ == "__main__":

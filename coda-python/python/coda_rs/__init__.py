@@ -5,7 +5,9 @@ tail's fused GEMM epilogues, see ``programs()``) run on ``torch`` CUDA
 tensors, without copies (DLPack), on ``torch.cuda.current_stream()``. Every
 argument is checked before anything is launched; a broken rule raises
 ``ArgumentError`` (a ``ValueError``) whose ``argument`` attribute names the
-argument. Outputs not passed in are allocated with PyTorch and returned.
+argument. Outputs not passed in are allocated with PyTorch and returned. Every
+tensor of a launch is kept alive until the launch has run, whatever the
+caller drops meanwhile.
 
 Partial outputs (``RowPartial``, ``ColPartial``, ``LsePartial``) are f32
 tensors laid out per output tile (``program_info`` gives each parameter's
@@ -73,19 +75,34 @@ def launch(program, *, a=None, b=None, **arguments):
         if _coda.cuda_device(name, t) != device:
             raise _argument_error(name, f"is on CUDA device {_coda.cuda_device(name, t)}; `{operands[0][0]}` is on device {device}")
 
-    import torch
-
-    choice, dims = _coda.plan(info["name"], device, [_detached(t) for _, t in operands])
-    tensors, outputs = [], {}
-    for p, shape in zip(params, dims):
+    try:
+        import torch
+    except ImportError as e:
+        raise CodaError(f"launches need PyTorch with CUDA: {e}") from None
+    for p in params:
         t = arguments.get(p["name"])
-        if t is None:
-            t = torch.empty(shape, dtype=getattr(torch, _DTYPES[p["dtype"]]), device=f"cuda:{device}")
-        if p["output"]:
-            outputs[p["name"]] = t
-        tensors.append(_detached(t))
-    ops = (None, None) if info["map"] else (_detached(a), _detached(b))
-    _coda.launch(info["name"], device, choice, *ops, tensors, values)
+        if p["output"] and getattr(t, "requires_grad", False):
+            raise _argument_error(p["name"], "an output written in place must not require grad (CODA launches are not differentiated)")
+
+    with torch.cuda.device(device):
+        choice, dims = _coda.plan(info["name"], device, [_detached(t) for _, t in operands])
+        tensors, outputs = [], {}
+        for p, shape in zip(params, dims):
+            t = arguments.get(p["name"])
+            if t is None:
+                # Rank-1 outputs may be left unwritten where a rule says so
+                # (`gather` at an ignored target): they start at zero.
+                fill = torch.zeros if p["shape"] in ("PerRow", "PerCol") else torch.empty
+                t = fill(shape, dtype=getattr(torch, _DTYPES[p["dtype"]]), device=f"cuda:{device}")
+            if p["output"]:
+                outputs[p["name"]] = t
+            tensors.append(_detached(t))
+        ops = (None, None) if info["map"] else (_detached(a), _detached(b))
+        _coda.launch(info["name"], device, choice, *ops, tensors, values)
+    for name, t in outputs.items():
+        if arguments.get(name) is not None:
+            # Written in place: autograd must see that these tensors changed.
+            torch.autograd.graph.increment_version(t)
     return outputs
 
 
