@@ -1,7 +1,8 @@
 //! The Python package as CI can check it without a GPU: build the abi3
 //! wheel with maturin (pinned in `coda-python/test-requirements.txt`, into a
-//! scratch directory; a separate target directory, whose kernels come from
-//! the shared object cache), install it there, and run its CPU tests
+//! scratch directory; in this build's target directory, where `cargo test
+//! --workspace` built its crates already: cargo holds no lock while tests
+//! run), install it there, and run its CPU tests
 //! (`coda-python/tests/test_cpu.py`: import, interfaces, refusals by
 //! argument name). `test_gpu.py` runs on the GPU machine (README).
 
@@ -34,7 +35,7 @@ fn the_wheel_builds_installs_and_passes_its_cpu_tests() {
         .arg(&python)
         .arg("--out")
         .arg(&dist)
-        .env("CARGO_TARGET_DIR", tmp.join("target")));
+        .env("CARGO_TARGET_DIR", tmp.parent().unwrap().parent().unwrap()));
     let wheel = std::fs::read_dir(&dist).unwrap().map(|e| e.unwrap().path()).find(|p| p.extension().is_some_and(|e| e == "whl"));
     let wheel = wheel.expect("maturin wrote a wheel");
     let name = wheel.file_name().unwrap().to_string_lossy().into_owned();
