@@ -181,7 +181,7 @@ fn bench(quick: bool, part: Part, json: Option<PathBuf>, svg: Option<PathBuf>) -
     let bar = indicatif::ProgressBar::new(total as u64).with_style(
         indicatif::ProgressStyle::with_template("{elapsed:>4} [{bar:30}] {pos}/{len} {msg}").map_err(|e| e.to_string())?,
     );
-    let mut progress = |r: &suite::Row| {
+    let progress = |r: &suite::Row| {
         bar.inc(1);
         bar.println(format!("{} {}: {:.3}× cuBLASLt", r.name, r.shape, r.vs_cublas()));
     };

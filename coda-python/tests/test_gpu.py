@@ -54,6 +54,10 @@ class Programs(unittest.TestCase):
     def test_rowscale_swiglu_in_place_on_a_side_stream(self):
         r = self.rand(M, lo=0.5, hi=2.0, dtype=torch.float32)
         y = torch.full((M, N // 2), float("nan"), dtype=torch.bfloat16, device="cuda")
+        # A kernel's first launch in a process loads its module (CUDA's lazy
+        # loading), which waits for running work such as the sleep below.
+        coda_rs.launch("linear_rowscale_swiglu", a=self.a, b=self.b, r=r)
+        torch.cuda.synchronize()
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
@@ -89,6 +93,8 @@ class Programs(unittest.TestCase):
         memory must not go to new tensors before the launch has read it."""
         res, gamma = self.rand(M, N), self.rand(N, lo=0.5, hi=1.5)
         res_copy = res.clone()
+        coda_rs.launch("linear_residual_rms_partial", a=self.a, b=self.b, residual=res, gamma=gamma)  # module loaded (above)
+        torch.cuda.synchronize()
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
