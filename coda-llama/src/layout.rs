@@ -54,12 +54,16 @@ pub fn rope_pairs_adjacent<T: Copy>(w: &[T], heads: usize, head_dim: usize, d: u
 
 /// The inverse of [`rope_pairs_adjacent`], with its rules.
 pub fn rope_pairs_half<T: Copy>(w: &[T], heads: usize, head_dim: usize, d: usize) -> Result<Vec<T>, Error> {
-    let half = head_dim / 2;
-    permute_head_rows(("w", "heads"), w, heads, head_dim, d, |new| if new < half { 2 * new } else { 2 * (new - half) + 1 })
+    pairs_half(("w", "heads"), w, heads, head_dim, d)
 }
 
 fn pairs_adjacent<T: Copy>(names: (&str, &str), w: &[T], heads: usize, hd: usize, d: usize) -> Result<Vec<T>, Error> {
     permute_head_rows(names, w, heads, hd, d, |new| if new % 2 == 0 { new / 2 } else { new / 2 + hd / 2 })
+}
+
+fn pairs_half<T: Copy>(names: (&str, &str), w: &[T], heads: usize, hd: usize, d: usize) -> Result<Vec<T>, Error> {
+    let half = hd / 2;
+    permute_head_rows(names, w, heads, hd, d, |new| if new < half { 2 * new } else { 2 * (new - half) + 1 })
 }
 
 /// Permutes the rows of each head of `w` (`names`: the weight's and its head count's).
@@ -94,6 +98,19 @@ pub fn qkv_from_checkpoint<T: Copy>(wq: &[T], wk: &[T], wv: &[T], heads: usize, 
     shaped("wv", wv, &format!("[kv_heads · head_dim, d] with kv_heads = {kv_heads}, head_dim = {hd}, d = {d}"), &[kv_heads, hd, d])?;
     out.extend_from_slice(wv);
     Ok(out)
+}
+
+/// The inverse of [`qkv_from_checkpoint`]: checkpoint `(wq, wk, wv)` from
+/// the kernels' qkv weight; a length of `w_qkv` that is not
+/// `(heads + 2·kv_heads) · head_dim · d`, or an odd `head_dim`, is [`Error::Arg`].
+#[allow(clippy::type_complexity)]
+pub fn qkv_to_checkpoint<T: Copy>(w_qkv: &[T], heads: usize, kv_heads: usize, hd: usize, d: usize) -> Result<(Vec<T>, Vec<T>, Vec<T>), Error> {
+    let rows = heads.checked_add(kv_heads.checked_mul(2).unwrap_or(usize::MAX)).unwrap_or(usize::MAX);
+    shaped("w_qkv", w_qkv, &format!("[(heads + 2·kv_heads) · head_dim, d] with heads = {heads}, kv_heads = {kv_heads}, head_dim = {hd}, d = {d}"), &[rows, hd, d])?;
+    let (q_len, kv_len) = (heads * hd * d, kv_heads * hd * d);
+    let (q, rest) = w_qkv.split_at(q_len);
+    let (k, v) = rest.split_at(kv_len);
+    Ok((pairs_half(("w_qkv", "heads"), q, heads, hd, d)?, pairs_half(("w_qkv", "kv_heads"), k, kv_heads, hd, d)?, v.to_vec()))
 }
 
 #[cfg(test)]
@@ -142,5 +159,18 @@ mod tests {
         refused(qkv_from_checkpoint(&wq, &wk[1..], &wv, heads, kv, hd, d), "wk", "must be [kv_heads · head_dim, d] with kv_heads = 2");
         refused(qkv_from_checkpoint(&wq, &wk, &wv[1..], heads, kv, hd, d), "wv", "must be [kv_heads · head_dim, d]");
         refused(qkv_from_checkpoint(&wq, &wk, &wv, heads, kv, 5, d), "head_dim", "must be positive and even");
+    }
+
+    /// `qkv_to_checkpoint` undoes `qkv_from_checkpoint` and checks the length.
+    #[test]
+    fn qkv_round_trips() {
+        let (heads, kv, hd, d) = (4, 2, 8, 3);
+        let wq: Vec<u32> = (0..(heads * hd * d) as u32).collect();
+        let wk: Vec<u32> = (1000..1000 + (kv * hd * d) as u32).collect();
+        let wv: Vec<u32> = (2000..2000 + (kv * hd * d) as u32).collect();
+        let w = qkv_from_checkpoint(&wq, &wk, &wv, heads, kv, hd, d).unwrap();
+        assert_eq!(qkv_to_checkpoint(&w, heads, kv, hd, d).unwrap(), (wq, wk, wv));
+        refused(qkv_to_checkpoint(&w[1..], heads, kv, hd, d), "w_qkv", "must be [(heads + 2·kv_heads) · head_dim, d]");
+        refused(qkv_to_checkpoint(&w, heads, kv, 3, 8), "head_dim", "3 must be positive and even");
     }
 }

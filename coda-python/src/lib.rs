@@ -23,7 +23,7 @@ use coda_runtime::{AnyTensor, Choice, Element, Error, Kernel, Raster, RawTensor,
 use pyo3::create_exception;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyBytes, PyDict};
 
 create_exception!(_coda, ArgumentError, PyValueError, "An argument broke a rule; nothing was launched. `argument` names it.");
 create_exception!(_coda, CodaError, PyRuntimeError, "CODA could not launch: no usable GPU, a driver or kernel error.");
@@ -380,8 +380,110 @@ fn launch(
     }
 }
 
+/// Checkpoint weights as raw row-major bytes of 2- or 4-byte elements (the
+/// converters only move rows, so bf16, f16 and f32 are the same to them),
+/// through `coda_llama::layout` (one implementation of the layouts).
+enum Elems {
+    Two(Vec<u16>),
+    Four(Vec<u32>),
+}
+
+fn elems(py: Python<'_>, name: &str, bytes: &[u8], itemsize: usize) -> PyResult<Elems> {
+    if bytes.len() % itemsize.max(1) != 0 {
+        return Err(argument_error(py, name, &format!("{} bytes are not whole {itemsize}-byte elements", bytes.len())));
+    }
+    match itemsize {
+        2 => Ok(Elems::Two(bytes.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect())),
+        4 => Ok(Elems::Four(bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())),
+        _ => Err(argument_error(py, "itemsize", &format!("{itemsize}: the converters take 2- or 4-byte elements"))),
+    }
+}
+
+fn to_bytes<'py>(py: Python<'py>, v: &Elems) -> Bound<'py, PyBytes> {
+    let raw: Vec<u8> = match v {
+        Elems::Two(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        Elems::Four(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+    };
+    PyBytes::new(py, &raw)
+}
+
+/// Runs a `coda_llama::layout` converter on the element vectors of one width.
+macro_rules! convert {
+    ($py:expr, $first:expr, [$($x:expr),*], |$($v:ident),*| $body:expr) => {
+        match $first {
+            Elems::Two(_) => {
+                $(let Elems::Two($v) = $x else { return Err(argument_error($py, "itemsize", "all weights of one call have one element size")) };)*
+                $body.map(|r| r.into_iter().map(Elems::Two).collect::<Vec<_>>())
+            }
+            Elems::Four(_) => {
+                $(let Elems::Four($v) = $x else { return Err(argument_error($py, "itemsize", "all weights of one call have one element size")) };)*
+                $body.map(|r| r.into_iter().map(Elems::Four).collect::<Vec<_>>())
+            }
+        }
+    };
+}
+
+/// `w_gate_up` `[2f, d]`, rows interleaved, from checkpoint `gate` and `up` `[f, d]`.
+#[pyfunction]
+fn interleave_gate_up<'py>(py: Python<'py>, gate: &[u8], up: &[u8], f: usize, d: usize, itemsize: usize) -> PyResult<Bound<'py, PyBytes>> {
+    let (g, u) = (elems(py, "gate", gate, itemsize)?, elems(py, "up", up, itemsize)?);
+    let out = convert!(py, &g, [&g, &u], |g, u| coda_llama::layout::interleave_gate_up(g, u, f, d).map(|w| vec![w]));
+    Ok(to_bytes(py, &out.map_err(|e| to_py(py, e))?[0]))
+}
+
+/// Checkpoint `(gate, up)` from `w_gate_up`.
+#[pyfunction]
+fn split_gate_up<'py>(py: Python<'py>, w: &[u8], f: usize, d: usize, itemsize: usize) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+    let w = elems(py, "w", w, itemsize)?;
+    let out = convert!(py, &w, [&w], |w| coda_llama::layout::split_gate_up(w, f, d).map(|(g, u)| vec![g, u]));
+    let out = out.map_err(|e| to_py(py, e))?;
+    Ok((to_bytes(py, &out[0]), to_bytes(py, &out[1])))
+}
+
+/// `w_qkv` from checkpoint `wq`, `wk`, `wv` (rotate_half pairing → adjacent pairs).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn qkv_from_checkpoint<'py>(
+    py: Python<'py>,
+    wq: &[u8],
+    wk: &[u8],
+    wv: &[u8],
+    heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
+    d: usize,
+    itemsize: usize,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let (q, k, v) = (elems(py, "wq", wq, itemsize)?, elems(py, "wk", wk, itemsize)?, elems(py, "wv", wv, itemsize)?);
+    let out = convert!(py, &q, [&q, &k, &v], |q, k, v| coda_llama::layout::qkv_from_checkpoint(q, k, v, heads, kv_heads, head_dim, d)
+        .map(|w| vec![w]));
+    Ok(to_bytes(py, &out.map_err(|e| to_py(py, e))?[0]))
+}
+
+/// Checkpoint `(wq, wk, wv)` from `w_qkv`.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn qkv_to_checkpoint<'py>(
+    py: Python<'py>,
+    w: &[u8],
+    heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
+    d: usize,
+    itemsize: usize,
+) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+    let w = elems(py, "w_qkv", w, itemsize)?;
+    let out = convert!(py, &w, [&w], |w| coda_llama::layout::qkv_to_checkpoint(w, heads, kv_heads, head_dim, d).map(|(q, k, v)| vec![q, k, v]));
+    let out = out.map_err(|e| to_py(py, e))?;
+    Ok((to_bytes(py, &out[0]), to_bytes(py, &out[1]), to_bytes(py, &out[2])))
+}
+
 #[pymodule]
 fn _coda(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(interleave_gate_up, m)?)?;
+    m.add_function(wrap_pyfunction!(split_gate_up, m)?)?;
+    m.add_function(wrap_pyfunction!(qkv_from_checkpoint, m)?)?;
+    m.add_function(wrap_pyfunction!(qkv_to_checkpoint, m)?)?;
     m.add("ArgumentError", m.py().get_type::<ArgumentError>())?;
     m.add("CodaError", m.py().get_type::<CodaError>())?;
     m.add_function(wrap_pyfunction!(programs, m)?)?;

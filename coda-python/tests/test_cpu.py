@@ -70,5 +70,47 @@ class Refusals(unittest.TestCase):
         self.refused("a", "is not a DLPack tensor", a=[[1.0]], b=x, residual=x, gamma=x)
 
 
+class Converters(unittest.TestCase):
+    """Checkpoint layouts to the kernels' and back (numpy stands in for torch)."""
+
+    def test_gate_up_rows_interleave_and_split(self):
+        f, d = 3, 4
+        gate = np.arange(f * d, dtype=np.float32).reshape(f, d)
+        up = -gate - 1
+        w = coda_rs.llama.gate_up_from_checkpoint(gate, up)
+        self.assertEqual(w.shape, (2 * f, d))
+        np.testing.assert_array_equal(w[0::2], gate)
+        np.testing.assert_array_equal(w[1::2], up)
+        g, u = coda_rs.llama.gate_up_to_checkpoint(w)
+        np.testing.assert_array_equal(g, gate)
+        np.testing.assert_array_equal(u, up)
+
+    def test_qkv_pairs_become_adjacent_and_back(self):
+        heads, kv, hd, d = 4, 2, 8, 3
+        wq = np.arange(heads * hd * d, dtype=np.uint16).reshape(heads * hd, d)  # bf16 bits stand in
+        wk = (1000 + np.arange(kv * hd * d)).astype(np.uint16).reshape(kv * hd, d)
+        wv = (2000 + np.arange(kv * hd * d)).astype(np.uint16).reshape(kv * hd, d)
+        w = coda_rs.llama.qkv_from_checkpoint(wq, wk, wv, heads, kv)
+        self.assertEqual(w.shape, ((heads + 2 * kv) * hd, d))
+        # Head 1 of q: its new rows (2i, 2i + 1) are the checkpoint's rows (i, i + hd/2).
+        for i in range(hd // 2):
+            np.testing.assert_array_equal(w[hd + 2 * i], wq[hd + i])
+            np.testing.assert_array_equal(w[hd + 2 * i + 1], wq[hd + i + hd // 2])
+        np.testing.assert_array_equal(w[(heads + kv) * hd:], wv)
+        q, k, v = coda_rs.llama.qkv_to_checkpoint(w, heads, kv)
+        for a, b in ((q, wq), (k, wk), (v, wv)):
+            np.testing.assert_array_equal(a, b)
+
+    def test_mismatched_weights_are_refused_by_name(self):
+        gate = np.zeros((3, 4), np.float32)
+        with self.assertRaises(coda_rs.ArgumentError) as e:
+            coda_rs.llama.gate_up_from_checkpoint(gate, np.zeros((2, 4), np.float32))
+        self.assertEqual(e.exception.argument, "up", str(e.exception))
+        with self.assertRaises(coda_rs.ArgumentError) as e:
+            coda_rs.llama.qkv_from_checkpoint(np.zeros((24, 3), np.float32), np.zeros((16, 3), np.float32),
+                                              np.zeros((16, 3), np.float32), 4, 2)  # head_dim 6, wk needs 12 rows
+        self.assertEqual(e.exception.argument, "wk", str(e.exception))
+
+
 if __name__ == "__main__":
     unittest.main()

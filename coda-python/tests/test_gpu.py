@@ -124,6 +124,29 @@ class Programs(unittest.TestCase):
 
 
 @unittest.skipUnless(GPU, "needs a CUDA GPU and PyTorch")
+class Converters(unittest.TestCase):
+    def test_bf16_cuda_weights_round_trip_and_keep_attention_scores(self):
+        heads, kv, hd, d = 4, 2, 16, 64
+        g = torch.Generator(device="cuda").manual_seed(3)
+        w = lambda rows: torch.randn(rows, d, generator=g, device="cuda").bfloat16()
+        wq, wk, wv = w(heads * hd), w(kv * hd), w(kv * hd)
+        w_qkv = coda_rs.llama.qkv_from_checkpoint(wq, wk, wv, heads, kv)
+        self.assertEqual((w_qkv.dtype, w_qkv.device.type, tuple(w_qkv.shape)), (torch.bfloat16, "cuda", ((heads + 2 * kv) * hd, d)))
+        for a, b in zip(coda_rs.llama.qkv_to_checkpoint(w_qkv, heads, kv), (wq, wk, wv)):
+            self.assertTrue(torch.equal(a, b))
+        # q·kᵀ of each head (GQA: head h reads kv head h // 2) is the same in both layouts.
+        x = torch.randn(8, d, generator=g, device="cuda").double()
+        q0, k0 = x @ wq.double().T, x @ wk.double().T
+        q1, k1 = x @ w_qkv[: heads * hd].double().T, x @ w_qkv[heads * hd:(heads + kv) * hd].double().T
+        for h in range(heads):
+            hq, hk = slice(h * hd, (h + 1) * hd), slice((h // 2) * hd, (h // 2 + 1) * hd)
+            torch.testing.assert_close(q1[:, hq] @ k1[:, hk].T, q0[:, hq] @ k0[:, hk].T)
+        gate, up = w(24), w(24)
+        gu = coda_rs.llama.gate_up_from_checkpoint(gate, up)
+        self.assertTrue(torch.equal(gu[0::2], gate) and torch.equal(gu[1::2], up))
+
+
+@unittest.skipUnless(GPU, "needs a CUDA GPU and PyTorch")
 class Refusals(unittest.TestCase):
     def refused(self, argument, fragment, **kwargs):
         with self.assertRaises(coda_rs.ArgumentError) as e:

@@ -15,9 +15,9 @@ shape); ``row_sums``, ``col_sums`` and ``row_lse`` finish them.
 """
 
 from ._coda import ArgumentError, CodaError, program_info, programs
-from . import _coda
+from . import _coda, llama
 
-__all__ = ["ArgumentError", "CodaError", "col_sums", "launch", "program_info", "programs", "row_lse", "row_sums"]
+__all__ = ["ArgumentError", "CodaError", "col_sums", "launch", "llama", "program_info", "programs", "row_lse", "row_sums"]
 
 _DTYPES = {"bf16": "bfloat16", "f32": "float32", "i32": "int32"}
 
