@@ -380,64 +380,52 @@ fn launch(
     }
 }
 
-/// Checkpoint weights as raw row-major bytes of 2- or 4-byte elements (the
-/// converters only move rows, so bf16, f16 and f32 are the same to them),
-/// through `coda_llama::layout` (one implementation of the layouts).
-enum Elems {
-    Two(Vec<u16>),
-    Four(Vec<u32>),
-}
-
-fn elems(py: Python<'_>, name: &str, bytes: &[u8], itemsize: usize) -> PyResult<Elems> {
-    if bytes.len() % itemsize.max(1) != 0 {
-        return Err(argument_error(py, name, &format!("{} bytes are not whole {itemsize}-byte elements", bytes.len())));
+/// A checkpoint weight's raw row-major bytes as elements of `N` bytes (the
+/// converters only move rows, so bf16 and f16 are the same to them, as are
+/// f32 and i32); `name`'s length must be whole elements.
+fn elems<const N: usize>(py: Python<'_>, name: &str, bytes: &[u8]) -> PyResult<Vec<[u8; N]>> {
+    if bytes.len() % N != 0 {
+        return Err(argument_error(py, name, &format!("{} bytes are not whole {N}-byte elements", bytes.len())));
     }
-    match itemsize {
-        2 => Ok(Elems::Two(bytes.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect())),
-        4 => Ok(Elems::Four(bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())),
-        _ => Err(argument_error(py, "itemsize", &format!("{itemsize}: the converters take 2- or 4-byte elements"))),
-    }
+    Ok(bytes.chunks_exact(N).map(|c| std::array::from_fn(|i| c[i])).collect())
 }
 
-fn to_bytes<'py>(py: Python<'py>, v: &Elems) -> Bound<'py, PyBytes> {
-    let raw: Vec<u8> = match v {
-        Elems::Two(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        Elems::Four(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-    };
-    PyBytes::new(py, &raw)
+/// Converted elements back as Python bytes.
+fn to_bytes<'py, const N: usize>(py: Python<'py>, v: &[[u8; N]]) -> Bound<'py, PyBytes> {
+    PyBytes::new(py, v.as_flattened())
 }
 
-/// Runs a `coda_llama::layout` converter on the element vectors of one width.
-macro_rules! convert {
-    ($py:expr, $first:expr, [$($x:expr),*], |$($v:ident),*| $body:expr) => {
-        match $first {
-            Elems::Two(_) => {
-                $(let Elems::Two($v) = $x else { return Err(argument_error($py, "itemsize", "all weights of one call have one element size")) };)*
-                $body.map(|r| r.into_iter().map(Elems::Two).collect::<Vec<_>>())
-            }
-            Elems::Four(_) => {
-                $(let Elems::Four($v) = $x else { return Err(argument_error($py, "itemsize", "all weights of one call have one element size")) };)*
-                $body.map(|r| r.into_iter().map(Elems::Four).collect::<Vec<_>>())
-            }
+/// Runs `$f::<N>` for the element size `$itemsize` (2 or 4 bytes).
+macro_rules! by_itemsize {
+    ($py:expr, $itemsize:expr, $f:ident($($arg:expr),*)) => {
+        match $itemsize {
+            2 => $f::<2>($py, $($arg),*),
+            4 => $f::<4>($py, $($arg),*),
+            n => Err(argument_error($py, "itemsize", &format!("{n}: the converters take 2- or 4-byte elements"))),
         }
     };
 }
 
-/// `w_gate_up` `[2f, d]`, rows interleaved, from checkpoint `gate` and `up` `[f, d]`.
+/// `w_gate_up` `[2f, d]`, rows interleaved, from checkpoint `gate` and `up`
+/// `[f, d]` (`coda_llama::layout`, as every converter here).
 #[pyfunction]
 fn interleave_gate_up<'py>(py: Python<'py>, gate: &[u8], up: &[u8], f: usize, d: usize, itemsize: usize) -> PyResult<Bound<'py, PyBytes>> {
-    let (g, u) = (elems(py, "gate", gate, itemsize)?, elems(py, "up", up, itemsize)?);
-    let out = convert!(py, &g, [&g, &u], |g, u| coda_llama::layout::interleave_gate_up(g, u, f, d).map(|w| vec![w]));
-    Ok(to_bytes(py, &out.map_err(|e| to_py(py, e))?[0]))
+    fn run<'py, const N: usize>(py: Python<'py>, gate: &[u8], up: &[u8], f: usize, d: usize) -> PyResult<Bound<'py, PyBytes>> {
+        let w = coda_llama::layout::interleave_gate_up(&elems::<N>(py, "gate", gate)?, &elems::<N>(py, "up", up)?, f, d);
+        Ok(to_bytes(py, &w.map_err(|e| to_py(py, e))?))
+    }
+    by_itemsize!(py, itemsize, run(gate, up, f, d))
 }
 
 /// Checkpoint `(gate, up)` from `w_gate_up`.
 #[pyfunction]
 fn split_gate_up<'py>(py: Python<'py>, w: &[u8], f: usize, d: usize, itemsize: usize) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
-    let w = elems(py, "w", w, itemsize)?;
-    let out = convert!(py, &w, [&w], |w| coda_llama::layout::split_gate_up(w, f, d).map(|(g, u)| vec![g, u]));
-    let out = out.map_err(|e| to_py(py, e))?;
-    Ok((to_bytes(py, &out[0]), to_bytes(py, &out[1])))
+    #[allow(clippy::type_complexity)]
+    fn run<'py, const N: usize>(py: Python<'py>, w: &[u8], f: usize, d: usize) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+        let (g, u) = coda_llama::layout::split_gate_up(&elems::<N>(py, "w", w)?, f, d).map_err(|e| to_py(py, e))?;
+        Ok((to_bytes(py, &g), to_bytes(py, &u)))
+    }
+    by_itemsize!(py, itemsize, run(w, f, d))
 }
 
 /// `w_qkv` from checkpoint `wq`, `wk`, `wv` (rotate_half pairing → adjacent pairs).
@@ -454,10 +442,20 @@ fn qkv_from_checkpoint<'py>(
     d: usize,
     itemsize: usize,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let (q, k, v) = (elems(py, "wq", wq, itemsize)?, elems(py, "wk", wk, itemsize)?, elems(py, "wv", wv, itemsize)?);
-    let out = convert!(py, &q, [&q, &k, &v], |q, k, v| coda_llama::layout::qkv_from_checkpoint(q, k, v, heads, kv_heads, head_dim, d)
-        .map(|w| vec![w]));
-    Ok(to_bytes(py, &out.map_err(|e| to_py(py, e))?[0]))
+    #[allow(clippy::too_many_arguments)]
+    fn run<'py, const N: usize>(
+        py: Python<'py>,
+        (wq, wk, wv): (&[u8], &[u8], &[u8]),
+        heads: usize,
+        kv_heads: usize,
+        head_dim: usize,
+        d: usize,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let (q, k, v) = (elems::<N>(py, "wq", wq)?, elems::<N>(py, "wk", wk)?, elems::<N>(py, "wv", wv)?);
+        let w = coda_llama::layout::qkv_from_checkpoint(&q, &k, &v, heads, kv_heads, head_dim, d).map_err(|e| to_py(py, e))?;
+        Ok(to_bytes(py, &w))
+    }
+    by_itemsize!(py, itemsize, run((wq, wk, wv), heads, kv_heads, head_dim, d))
 }
 
 /// Checkpoint `(wq, wk, wv)` from `w_qkv`.
@@ -472,10 +470,20 @@ fn qkv_to_checkpoint<'py>(
     d: usize,
     itemsize: usize,
 ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
-    let w = elems(py, "w_qkv", w, itemsize)?;
-    let out = convert!(py, &w, [&w], |w| coda_llama::layout::qkv_to_checkpoint(w, heads, kv_heads, head_dim, d).map(|(q, k, v)| vec![q, k, v]));
-    let out = out.map_err(|e| to_py(py, e))?;
-    Ok((to_bytes(py, &out[0]), to_bytes(py, &out[1]), to_bytes(py, &out[2])))
+    #[allow(clippy::type_complexity)]
+    fn run<'py, const N: usize>(
+        py: Python<'py>,
+        w: &[u8],
+        heads: usize,
+        kv_heads: usize,
+        head_dim: usize,
+        d: usize,
+    ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+        let w = elems::<N>(py, "w_qkv", w)?;
+        let (q, k, v) = coda_llama::layout::qkv_to_checkpoint(&w, heads, kv_heads, head_dim, d).map_err(|e| to_py(py, e))?;
+        Ok((to_bytes(py, &q), to_bytes(py, &k), to_bytes(py, &v)))
+    }
+    by_itemsize!(py, itemsize, run(w, heads, kv_heads, head_dim, d))
 }
 
 #[pymodule]
