@@ -211,8 +211,9 @@ pub fn lse_case(stream: &Stream, seed: u64) -> Result<Report, Error> {
 /// `math_activations` (gelu, gelu_exact, softplus, pow; sin, cos) at a
 /// ragged shape on `x` in ±[1e-3, 10] and `angle` in ±10^[−6, 6] with a
 /// few hundred within 1e-3 of a multiple of π/2 (zeros of sin or cos, where
-/// only a reduction that keeps relative accuracy passes), each within its
-/// [`BOUNDS`].
+/// only a reduction that keeps relative accuracy passes) and a few hundred
+/// huge ones, ±10^[5, 37] and both sides of 2^19 (`random_078` took `cos`
+/// near 1e30), each within its [`BOUNDS`].
 pub fn activations_case(stream: &Stream, seed: u64) -> Result<Report, Error> {
     let (m, n) = (1000, 528);
     let program = math_activations::program();
@@ -223,6 +224,15 @@ pub fn activations_case(stream: &Stream, seed: u64) -> Result<Report, Error> {
             for (j, v) in angle.iter_mut().step_by(1009).enumerate() {
                 let k = (j % 4001) as f64 - 2000.0;
                 *v = (k * std::f64::consts::FRAC_PI_2 + rng.uniform(-1e-3, 1e-3)) as f32;
+            }
+            let far = log_uniform(rng, m * n / 1013 + 1, 5.0, 37.0);
+            for (j, v) in angle.iter_mut().skip(500).step_by(1013).enumerate() {
+                let edge = 524288f32;
+                *v = match j % 4 {
+                    0 => edge,
+                    1 => f32::from_bits(edge.to_bits() + 1 + j as u32),
+                    _ => far[j],
+                };
             }
             setup.set_f32_input(stream, &program, "x", &x)?;
             setup.set_f32_input(stream, &program, "angle", &angle)

@@ -5,16 +5,18 @@
 // sinf/IEEE division inline range-reduction code per element, which in
 // unrolled epilogues costs issue slots and overflowed the instruction cache.
 // exp, log, tanh and the reciprocal are one special-function-unit instruction
-// each; sin and cos are a short reduction and polynomials; gelu_exact alone
-// calls libdevice (erfcf, a polynomial and an exponential). Without `.ftz`
-// the approximations keep subnormal inputs and outputs. Errors (PTX ISA, and
-// measured against the f64 interpreter by the GPU tests; README, "Maps"):
+// each; sin and cos are a short reduction and polynomials (huge angles call
+// libdevice's sincosf out of line); gelu_exact alone calls libdevice (erfcf,
+// a polynomial and an exponential). Without `.ftz` the approximations keep
+// subnormal inputs and outputs. Errors (PTX ISA, and measured against the
+// f64 interpreter by the GPU tests; README, "Maps"):
 //   exp   ex2.approx(x·log2 e)    ~2 ulp + 1.2·|x| ulp
 //   log   lg2.approx(x)·ln 2      absolute 2^-22 near 1, else ~3 ulp
 //   tanh  tanh.approx             relative 2^-11
 //   x/y   x · rcp.approx(y)       ~2 ulp; y rescaled by 2^±64 when 1/y would
 //                                 be subnormal or overflow
-//   sin, cos                      relative ~3 ulp for |x| ≤ 1e6, zeros included
+//   sin, cos                      relative ~3 ulp, zeros included; |x| > 2^19
+//                                 by libdevice's sincosf
 //   sigmoid, silu, gelu from e = exp(−|z|) and rcp, so that neither tail
 //   cancels or underflows early; softplus from exp and a log1p that is a
 //   series for small arguments; gelu_exact from erfcf (erff cancels for x ≪ 0).
@@ -125,10 +127,21 @@ struct SinCos {
 // zero. On [−π/4, π/4] sin r = r + r³·P(r²), cos r = 1 + r²·Q(r²), with
 // coefficients fitted for minimal relative error by scripts/fit-sincos.py,
 // which also checks this algorithm in emulated f32; k mod 4 picks ±sin r or
-// ±cos r. Relative error ≤ 3 ulp for |x| ≤ 1e6; beyond ~1e7, where f32
-// angles are a unit apart, x·2/π rounds to the wrong k and r leaves the
-// polynomials' interval. sin and cos of one angle share all of it once inlined.
+// ±cos r. Relative error ≤ 3 ulp for |x| ≤ 2^19 (measured to 1e6); beyond,
+// x·2/π soon rounds to the wrong k and r leaves the polynomials' interval, so
+// those arguments (and ±∞) take libdevice's sincosf, a full Payne–Hanek
+// reduction, through one non-inlined function: its code is not repeated per
+// element, and the branch is not taken at ordinary angles. sin and cos of one
+// angle share all of it once inlined.
+__device__ __noinline__ SinCos sin_cos_far(float x) {
+  SinCos v;
+  ::sincosf(x, &v.sin, &v.cos);
+  return v;
+}
 __device__ __forceinline__ SinCos sin_cos(float x) {
+  if (fabsf(x) > 524288.0f) {
+    return sin_cos_far(x);
+  }
   float k = rintf(x * 0.636619747f);
   float r = fmaf(-k, 1.57079637f, x);
   r = fmaf(-k, -4.37113883e-8f, r);
