@@ -19,52 +19,54 @@
 use super::programs::{
     linear_dswiglu as dswiglu, matmul, rmsnorm_backward as norm_backward, rope_backward,
 };
-use super::{BlockConfig, BlockState, BlockWeights};
+use std::sync::Arc;
+
+use super::{BlockConfig, BlockState, BlockWeights, Owned, Storage, shaped, tokens_of};
 use crate::blas::Cublas;
-use coda_runtime::{Choice, ColPartials, Error, Launches, Problem, RowPartials, Stream, Tensor, aux, bf16, tune};
+use coda_runtime::{AnyTensor, Choice, ColPartials, Error, Launches, Problem, RowPartials, Stream, Tensor, TensorRef, aux, bf16, tune};
 
 /// Launches per backward.
 pub const BACKWARD_LAUNCHES: Launches = Launches { fused: 5, aux: 4, blas: 4 };
 
 /// The gradients of the block's inputs and weights.
-pub struct BlockGrads {
+pub struct BlockGrads<S: Storage = Owned> {
     /// Of the attention output, `[M, heads · head_dim]`.
-    pub dattn: Tensor<bf16>,
+    pub dattn: S::Bf16,
     /// Of the residual input `x0`, `[M, d]`.
-    pub dx0: Tensor<bf16>,
-    pub dwo: Tensor<f32>,
-    pub dgamma1: Tensor<f32>,
+    pub dx0: S::Bf16,
+    pub dwo: S::F32,
+    pub dgamma1: S::F32,
     /// Rows interleaved like `w_gate_up`.
-    pub dw_gate_up: Tensor<f32>,
-    pub dw_down: Tensor<f32>,
-    pub dgamma2: Tensor<f32>,
+    pub dw_gate_up: S::F32,
+    pub dw_down: S::F32,
+    pub dgamma2: S::F32,
     /// Rows in `w_qkv`'s layout (RoPE pairs adjacent).
-    pub dw_qkv: Tensor<f32>,
+    pub dw_qkv: S::F32,
 }
 
-/// The backward's intermediate tensors, allocated once for `tokens` rows.
-pub struct BackwardState {
+/// The backward's intermediate tensors, for `tokens` rows, reused across calls.
+pub struct BackwardState<S: Storage = Owned> {
     pub tokens: usize,
     /// Gradient of the pre-RoPE qkv, `[M, qkv_width]`.
-    pub dz2: Tensor<bf16>,
+    pub dz2: S::Bf16,
     pub s2_partials: RowPartials,
-    pub s2: Tensor<f32>,
+    pub s2: S::F32,
     /// Gradient of the residual stream `x2` (after the second norm's backward), `[M, d]`.
-    pub dh2: Tensor<bf16>,
+    pub dh2: S::Bf16,
     /// `dγ2` partials.
     pub dgamma2_partials: ColPartials,
     /// `x̂2 ⊙ γ2`, the qkv GEMM's input, `[M, d]`.
-    pub xg2: Tensor<bf16>,
+    pub xg2: S::Bf16,
     /// Gradient of the gate_up pre-activation, interleaved, `[M, 2f]`.
-    pub dz1: Tensor<bf16>,
+    pub dz1: S::Bf16,
     pub s1_partials: RowPartials,
-    pub s1: Tensor<f32>,
+    pub s1: S::F32,
     pub dgamma1_partials: ColPartials,
     /// `x̂1 ⊙ γ1`, the gate_up GEMM's input, `[M, d]`.
-    pub xg1: Tensor<bf16>,
+    pub xg1: S::Bf16,
     /// Both norm backwards run the config chosen for the larger one (`dz1 · W_gate_up`).
     norm_choice: Choice,
-    blas: Cublas,
+    blas: Arc<Cublas>,
 }
 
 impl BackwardState {
@@ -73,26 +75,73 @@ impl BackwardState {
     pub fn new(stream: &Stream, c: &BlockConfig, tokens: usize) -> Result<BackwardState, Error> {
         c.check()?;
         super::check_tokens(tokens)?;
-        super::ship_tuning()?;
         let (m, d, f) = (tokens, c.hidden, c.ffn);
+                let blas = Arc::new(Cublas::new(stream)?);
+        BackwardState::from_parts(
+            stream,
+            c,
+            blas,
+            Tensor::zeros(stream, &[m, c.qkv_width()])?,
+            Tensor::zeros(stream, &[m])?,
+            Tensor::zeros(stream, &[m, d])?,
+            Tensor::zeros(stream, &[m, d])?,
+            Tensor::zeros(stream, &[m, 2 * f])?,
+            Tensor::zeros(stream, &[m])?,
+            Tensor::zeros(stream, &[m, d])?,
+        )
+    }
+}
+
+impl<S: Storage> BackwardState<S> {
+    /// The intermediates in tensors allocated elsewhere (`tokens` = `dz2`'s
+    /// rows), each of the shape [`BackwardState::new`] allocates, or
+    /// [`Error::Arg`] naming the first that is not; `blas`, a cuBLAS handle
+    /// on `stream` (one per stream can serve every backward on it).
+    #[allow(clippy::too_many_arguments)]
+    pub fn from_parts(
+        stream: &Stream,
+        c: &BlockConfig,
+        blas: Arc<Cublas>,
+        dz2: S::Bf16,
+        s2: S::F32,
+        dh2: S::Bf16,
+        xg2: S::Bf16,
+        dz1: S::Bf16,
+        s1: S::F32,
+        xg1: S::Bf16,
+    ) -> Result<Self, Error> {
+        c.check()?;
+        super::ship_tuning()?;
+        let m = tokens_of("dz2", &dz2)?;
+        let (d, f) = (c.hidden, c.ffn);
+        shaped("dz2", &dz2, &[m, c.qkv_width()])?;
+        shaped("s2", &s2, &[m])?;
+        shaped("dh2", &dh2, &[m, d])?;
+        shaped("xg2", &xg2, &[m, d])?;
+        shaped("dz1", &dz1, &[m, 2 * f])?;
+        shaped("s1", &s1, &[m])?;
+        shaped("xg1", &xg1, &[m, d])?;
         let norm_choice = tune::choose(&norm_backward::KERNEL, stream, Problem { m, n: d, k: 2 * f })?;
         Ok(BackwardState {
-            tokens,
-            dz2: Tensor::zeros(stream, &[m, c.qkv_width()])?,
+            tokens: m,
+            dz2,
             s2_partials: RowPartials::new(),
-            s2: Tensor::zeros(stream, &[m])?,
-            dh2: Tensor::zeros(stream, &[m, d])?,
+            s2,
+            dh2,
             dgamma2_partials: ColPartials::new(),
-            xg2: Tensor::zeros(stream, &[m, d])?,
-            dz1: Tensor::zeros(stream, &[m, 2 * f])?,
+            xg2,
+            dz1,
             s1_partials: RowPartials::new(),
-            s1: Tensor::zeros(stream, &[m])?,
+            s1,
             dgamma1_partials: ColPartials::new(),
-            xg1: Tensor::zeros(stream, &[m, d])?,
+            xg1,
             norm_choice,
-            blas: Cublas::new(stream)?,
+            blas,
         })
     }
+}
+
+impl BackwardState {
 
     /// Every tensor, for poisoning before a checked run.
     pub fn poison(&mut self) -> Result<(), Error> {
@@ -115,17 +164,53 @@ impl BlockGrads {
         c.check()?;
         super::check_tokens(tokens)?;
         let (m, d, f) = (tokens, c.hidden, c.ffn);
-        Ok(BlockGrads {
-            dattn: Tensor::zeros(stream, &[m, c.attn_width()])?,
-            dx0: Tensor::zeros(stream, &[m, d])?,
-            dwo: Tensor::zeros(stream, &[d, c.attn_width()])?,
-            dgamma1: Tensor::zeros(stream, &[d])?,
-            dw_gate_up: Tensor::zeros(stream, &[2 * f, d])?,
-            dw_down: Tensor::zeros(stream, &[d, f])?,
-            dgamma2: Tensor::zeros(stream, &[d])?,
-            dw_qkv: Tensor::zeros(stream, &[c.qkv_width(), d])?,
-        })
+                BlockGrads::from_parts(
+            c,
+            Tensor::zeros(stream, &[m, c.attn_width()])?,
+            Tensor::zeros(stream, &[m, d])?,
+            Tensor::zeros(stream, &[d, c.attn_width()])?,
+            Tensor::zeros(stream, &[d])?,
+            Tensor::zeros(stream, &[2 * f, d])?,
+            Tensor::zeros(stream, &[d, f])?,
+            Tensor::zeros(stream, &[d])?,
+            Tensor::zeros(stream, &[c.qkv_width(), d])?,
+        )
     }
+}
+
+impl<S: Storage> BlockGrads<S> {
+    /// The gradients in tensors allocated elsewhere (`dx0`'s rows are the
+    /// tokens), each of the shape [`BlockGrads::new`] allocates, or
+    /// [`Error::Arg`] naming the first that is not.
+    #[allow(clippy::too_many_arguments)]
+    pub fn from_parts(
+        c: &BlockConfig,
+        dattn: S::Bf16,
+        dx0: S::Bf16,
+        dwo: S::F32,
+        dgamma1: S::F32,
+        dw_gate_up: S::F32,
+        dw_down: S::F32,
+        dgamma2: S::F32,
+        dw_qkv: S::F32,
+    ) -> Result<Self, Error> {
+        c.check()?;
+        let m = tokens_of("dx0", &dx0)?;
+        let (d, f) = (c.hidden, c.ffn);
+        let g = BlockGrads { dattn, dx0, dwo, dgamma1, dw_gate_up, dw_down, dgamma2, dw_qkv };
+        shaped("dattn", &g.dattn, &[m, c.attn_width()])?;
+        shaped("dx0", &g.dx0, &[m, d])?;
+        shaped("dwo", &g.dwo, &[d, c.attn_width()])?;
+        shaped("dgamma1", &g.dgamma1, &[d])?;
+        shaped("dw_gate_up", &g.dw_gate_up, &[2 * f, d])?;
+        shaped("dw_down", &g.dw_down, &[d, f])?;
+        shaped("dgamma2", &g.dgamma2, &[d])?;
+        shaped("dw_qkv", &g.dw_qkv, &[c.qkv_width(), d])?;
+        Ok(g)
+    }
+}
+
+impl BlockGrads {
 
     pub fn poison(&mut self) -> Result<(), Error> {
         self.dattn.poison()?;
@@ -141,24 +226,24 @@ impl BlockGrads {
 /// tensors the forward saved for these `attn` `[M, heads·head_dim]` and `pos`
 /// `[M]`; `dx2` `[M, d]` and `dqkv` `[M, qkv_width]` are the gradients of its outputs.
 #[allow(clippy::too_many_arguments)]
-pub fn block_backward(
+pub fn block_backward<W: Storage, F: Storage, B: Storage, G: Storage>(
     stream: &Stream,
-    w: &BlockWeights,
-    fwd: &BlockState,
-    attn: &Tensor<bf16>,
-    pos: &Tensor<f32>,
-    dx2: &Tensor<bf16>,
-    dqkv: &Tensor<bf16>,
-    bs: &mut BackwardState,
-    g: &mut BlockGrads,
+    w: &BlockWeights<W>,
+    fwd: &BlockState<F>,
+    attn: &dyn TensorRef<bf16>,
+    pos: &dyn TensorRef<f32>,
+    dx2: &dyn TensorRef<bf16>,
+    dqkv: &dyn TensorRef<bf16>,
+    bs: &mut BackwardState<B>,
+    g: &mut BlockGrads<G>,
 ) -> Result<(), Error> {
     let c = &w.config;
     let m = fwd.tokens;
     if bs.tokens != m {
         return Err(Error::arg("bs", format!("backward state for {} tokens, the forward's is for {m}", bs.tokens)));
     }
-    if g.dx0.shape() != [m, c.hidden] {
-        return Err(Error::arg("g", format!("gradients for shape {:?}, the forward's tokens are {m}", g.dx0.shape())));
+    if g.dx0.dims() != [m, c.hidden] {
+        return Err(Error::arg("g", format!("gradients for shape {:?}, the forward's tokens are {m}", g.dx0.dims())));
     }
     let inv_d = 1.0 / c.hidden as f32;
 

@@ -12,6 +12,11 @@
 //! Layouts: activations row-major `[M, *]` bf16; weights like a PyTorch
 //! `Linear` (`[out, in]`), with the gate/up rows interleaved and each head's
 //! RoPE pairs adjacent ([`layout`] converts ordinary checkpoints).
+//!
+//! The weights, states and gradients hold their tensors in a [`Storage`]:
+//! [`Owned`] tensors this crate allocates (`new`, `upload`), or memory
+//! borrowed from a framework ([`Borrowed`], e.g. PyTorch's through DLPack,
+//! put together with `from_parts`), both checked against the config.
 
 mod backward;
 pub mod blas;
@@ -25,7 +30,9 @@ pub use head::{
     head_forward_backward, head_forward_backward_launches,
 };
 
-use coda_runtime::{Error, Launches, RowPartials, Stream, Tensor, aux, bf16};
+use std::marker::PhantomData;
+
+use coda_runtime::{AnyTensor, Error, Launches, RawTensor, RowPartials, Stream, Tensor, TensorMut, TensorRef, aux, bf16};
 use programs::{linear_residual_rms_partial as residual_norm, linear_rowscale_rope as rope, linear_rowscale_swiglu_save as swiglu};
 
 /// Shapes of one block.
@@ -97,21 +104,61 @@ pub(crate) fn check_tokens(tokens: usize) -> Result<(), Error> {
     Ok(())
 }
 
+/// Where a block's tensors live: the element types of its bf16 and f32
+/// tensors, each usable as a launch's input and output.
+pub trait Storage {
+    type Bf16: TensorRef<bf16> + TensorMut<bf16>;
+    type F32: TensorRef<f32> + TensorMut<f32>;
+}
+
+/// Device tensors this crate allocated ([`Tensor`]).
+pub enum Owned {}
+
+impl Storage for Owned {
+    type Bf16 = Tensor<bf16>;
+    type F32 = Tensor<f32>;
+}
+
+/// Device memory borrowed for `'a` from elsewhere ([`RawTensor`], whose
+/// safety contract its creator has kept).
+pub struct Borrowed<'a>(PhantomData<&'a ()>);
+
+impl<'a> Storage for Borrowed<'a> {
+    type Bf16 = RawTensor<'a, bf16>;
+    type F32 = RawTensor<'a, f32>;
+}
+
+/// `t` must have shape `want`: the rule named after the field.
+fn shaped(name: &str, t: &(impl AnyTensor + ?Sized), want: &[usize]) -> Result<(), Error> {
+    if t.dims() == want {
+        Ok(())
+    } else {
+        Err(Error::arg(name, format!("shape {:?} must be {want:?}", t.dims())))
+    }
+}
+
+/// The rows of a state's first tensor, `[M, …]`: its token count, checked.
+fn tokens_of(name: &str, t: &impl AnyTensor) -> Result<usize, Error> {
+    let tokens = t.dims().first().copied().unwrap_or(0);
+    check_tokens(tokens).map_err(|_| Error::arg(name, format!("shape {:?} must be [M, …] with M in 1..=2^31 − 1", t.dims())))?;
+    Ok(tokens)
+}
+
 /// The weights of one block, on the device, in the kernels' layout.
-pub struct BlockWeights {
+pub struct BlockWeights<S: Storage = Owned> {
     pub config: BlockConfig,
     /// o_proj `[d, heads · head_dim]`
-    pub wo: Tensor<bf16>,
-    pub gamma1: Tensor<bf16>,
+    pub wo: S::Bf16,
+    pub gamma1: S::Bf16,
     /// gate_up `[2f, d]`, rows interleaved `[g0, u0, g1, u1, …]`
-    pub w_gate_up: Tensor<bf16>,
+    pub w_gate_up: S::Bf16,
     /// down `[d, f]`
-    pub w_down: Tensor<bf16>,
-    pub gamma2: Tensor<bf16>,
+    pub w_down: S::Bf16,
+    pub gamma2: S::Bf16,
     /// qkv `[(heads + 2·kv_heads) · head_dim, d]`, each head's RoPE pairs adjacent
-    pub w_qkv: Tensor<bf16>,
-    /// Per-column RoPE frequencies `[qkv_width]` (see [`BlockConfig::rope_freq`]).
-    pub rope_freq: Tensor<f32>,
+    pub w_qkv: S::Bf16,
+    /// Per-column RoPE frequencies `[qkv_width]`, the values [`BlockConfig::rope_freq`] gives.
+    pub rope_freq: S::F32,
 }
 
 /// Host weights in the kernels' layout (see [`layout`] for checkpoint conversion).
@@ -124,54 +171,100 @@ pub struct HostWeights {
     pub w_qkv: Vec<bf16>,
 }
 
+impl BlockConfig {
+    /// The weights' shapes, by field name, in [`BlockWeights`]' order.
+    fn weight_shapes(&self) -> [(&'static str, Vec<usize>); 7] {
+        let (d, f) = (self.hidden, self.ffn);
+        [
+            ("wo", vec![d, self.attn_width()]),
+            ("gamma1", vec![d]),
+            ("w_gate_up", vec![2 * f, d]),
+            ("w_down", vec![d, f]),
+            ("gamma2", vec![d]),
+            ("w_qkv", vec![self.qkv_width(), d]),
+            ("rope_freq", vec![self.qkv_width()]),
+        ]
+    }
+}
+
 impl BlockWeights {
     /// A `config` that fails [`BlockConfig::check`], or a weight of the wrong
     /// length, is [`Error::Arg`], before anything is copied.
     pub fn upload(stream: &Stream, config: BlockConfig, w: &HostWeights) -> Result<BlockWeights, Error> {
         config.check()?;
-        let (d, f) = (config.hidden, config.ffn);
-        let up = |name: &str, v: &[bf16], shape: &[usize]| {
+        let [wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, rope_freq] = config.weight_shapes();
+        let up = |(name, shape): (&str, Vec<usize>), v: &[bf16]| {
             if v.len() != shape.iter().product::<usize>() {
                 return Err(Error::arg(name, format!("{} elements, shape {shape:?} needs {}", v.len(), shape.iter().product::<usize>())));
             }
-            Tensor::from_host(stream, v, shape)
+            Tensor::from_host(stream, v, &shape)
         };
-        Ok(BlockWeights {
+        BlockWeights::from_parts(
             config,
-            wo: up("wo", &w.wo, &[d, config.attn_width()])?,
-            gamma1: up("gamma1", &w.gamma1, &[d])?,
-            w_gate_up: up("w_gate_up", &w.w_gate_up, &[2 * f, d])?,
-            w_down: up("w_down", &w.w_down, &[d, f])?,
-            gamma2: up("gamma2", &w.gamma2, &[d])?,
-            w_qkv: up("w_qkv", &w.w_qkv, &[config.qkv_width(), d])?,
-            rope_freq: Tensor::from_host(stream, &config.rope_freq()?, &[config.qkv_width()])?,
-        })
+            up(wo, &w.wo)?,
+            up(gamma1, &w.gamma1)?,
+            up(w_gate_up, &w.w_gate_up)?,
+            up(w_down, &w.w_down)?,
+            up(gamma2, &w.gamma2)?,
+            up(w_qkv, &w.w_qkv)?,
+            Tensor::from_host(stream, &config.rope_freq()?, &rope_freq.1)?,
+        )
     }
 }
 
-/// Everything the forward writes, allocated once for `tokens` rows and reused:
+impl<S: Storage> BlockWeights<S> {
+    /// The weights from tensors already on the device, in the kernels'
+    /// layout; a `config` that fails [`BlockConfig::check`] or a tensor of
+    /// another shape is [`Error::Arg`] naming it. `rope_freq` must hold
+    /// [`BlockConfig::rope_freq`]'s values (not checked: it is device memory).
+    #[allow(clippy::too_many_arguments)]
+    pub fn from_parts(
+        config: BlockConfig,
+        wo: S::Bf16,
+        gamma1: S::Bf16,
+        w_gate_up: S::Bf16,
+        w_down: S::Bf16,
+        gamma2: S::Bf16,
+        w_qkv: S::Bf16,
+        rope_freq: S::F32,
+    ) -> Result<Self, Error> {
+        config.check()?;
+        let w = BlockWeights { config, wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, rope_freq };
+        let [wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, rope_freq] = config.weight_shapes();
+        shaped(wo.0, &w.wo, &wo.1)?;
+        shaped(gamma1.0, &w.gamma1, &gamma1.1)?;
+        shaped(w_gate_up.0, &w.w_gate_up, &w_gate_up.1)?;
+        shaped(w_down.0, &w.w_down, &w_down.1)?;
+        shaped(gamma2.0, &w.gamma2, &gamma2.1)?;
+        shaped(w_qkv.0, &w.w_qkv, &w_qkv.1)?;
+        shaped(rope_freq.0, &w.rope_freq, &rope_freq.1)?;
+        Ok(w)
+    }
+}
+
+/// Everything the forward writes, for `tokens` rows, reused across calls:
 /// the outputs (`x2`, `qkv`) and the tensors the backward needs.
-pub struct BlockState {
+pub struct BlockState<S: Storage = Owned> {
     pub tokens: usize,
     /// Residual stream after o_proj, `[M, d]`.
-    pub x1: Tensor<bf16>,
+    pub x1: S::Bf16,
     /// `x1 ⊙ γ1`, `[M, d]`.
-    pub u1: Tensor<bf16>,
+    pub u1: S::Bf16,
     /// Σx1² partials.
     pub sq1: RowPartials,
     /// Inverse RMS of `x1`, `[M]`.
-    pub r1: Tensor<f32>,
+    pub r1: S::F32,
     /// gate_up pre-activation (interleaved), `[M, 2f]`.
-    pub z1: Tensor<bf16>,
+    pub z1: S::Bf16,
     /// SwiGLU output, `[M, f]`.
-    pub y1: Tensor<bf16>,
+    pub y1: S::Bf16,
     /// Residual stream after down, the block's residual output, `[M, d]`.
-    pub x2: Tensor<bf16>,
-    pub u2: Tensor<bf16>,
+    pub x2: S::Bf16,
+    pub u2: S::Bf16,
     pub sq2: RowPartials,
-    pub r2: Tensor<f32>,
+    pub r2: S::F32,
     /// Rotated q, k and v, `[M, (heads + 2·kv_heads) · head_dim]`.
-    pub qkv: Tensor<bf16>,
+    pub qkv: S::Bf16,
 }
 
 impl BlockState {
@@ -180,22 +273,19 @@ impl BlockState {
     pub fn new(stream: &Stream, c: &BlockConfig, tokens: usize) -> Result<BlockState, Error> {
         c.check()?;
         check_tokens(tokens)?;
-        ship_tuning()?;
         let (m, d, f) = (tokens, c.hidden, c.ffn);
-        Ok(BlockState {
-            tokens,
-            x1: Tensor::zeros(stream, &[m, d])?,
-            u1: Tensor::zeros(stream, &[m, d])?,
-            sq1: RowPartials::new(),
-            r1: Tensor::zeros(stream, &[m])?,
-            z1: Tensor::zeros(stream, &[m, 2 * f])?,
-            y1: Tensor::zeros(stream, &[m, f])?,
-            x2: Tensor::zeros(stream, &[m, d])?,
-            u2: Tensor::zeros(stream, &[m, d])?,
-            sq2: RowPartials::new(),
-            r2: Tensor::zeros(stream, &[m])?,
-            qkv: Tensor::zeros(stream, &[m, c.qkv_width()])?,
-        })
+                BlockState::from_parts(
+            c,
+            Tensor::zeros(stream, &[m, d])?,
+            Tensor::zeros(stream, &[m, d])?,
+            Tensor::zeros(stream, &[m])?,
+            Tensor::zeros(stream, &[m, 2 * f])?,
+            Tensor::zeros(stream, &[m, f])?,
+            Tensor::zeros(stream, &[m, d])?,
+            Tensor::zeros(stream, &[m, d])?,
+            Tensor::zeros(stream, &[m])?,
+            Tensor::zeros(stream, &[m, c.qkv_width()])?,
+        )
     }
 
     /// Every tensor, for poisoning before a checked run.
@@ -208,6 +298,41 @@ impl BlockState {
         }
         self.sq1.poison()?;
         self.sq2.poison()
+    }
+}
+
+impl<S: Storage> BlockState<S> {
+    /// The state in tensors allocated elsewhere (`tokens` = `x1`'s rows),
+    /// each of the shape [`BlockState::new`] allocates, or [`Error::Arg`]
+    /// naming the first that is not.
+    #[allow(clippy::too_many_arguments)]
+    pub fn from_parts(
+        c: &BlockConfig,
+        x1: S::Bf16,
+        u1: S::Bf16,
+        r1: S::F32,
+        z1: S::Bf16,
+        y1: S::Bf16,
+        x2: S::Bf16,
+        u2: S::Bf16,
+        r2: S::F32,
+        qkv: S::Bf16,
+    ) -> Result<Self, Error> {
+        c.check()?;
+        ship_tuning()?;
+        let m = tokens_of("x1", &x1)?;
+        let (d, f) = (c.hidden, c.ffn);
+        let s = BlockState { tokens: m, x1, u1, sq1: RowPartials::new(), r1, z1, y1, x2, u2, sq2: RowPartials::new(), r2, qkv };
+        shaped("x1", &s.x1, &[m, d])?;
+        shaped("u1", &s.u1, &[m, d])?;
+        shaped("r1", &s.r1, &[m])?;
+        shaped("z1", &s.z1, &[m, 2 * f])?;
+        shaped("y1", &s.y1, &[m, f])?;
+        shaped("x2", &s.x2, &[m, d])?;
+        shaped("u2", &s.u2, &[m, d])?;
+        shaped("r2", &s.r2, &[m])?;
+        shaped("qkv", &s.qkv, &[m, c.qkv_width()])?;
+        Ok(s)
     }
 }
 
@@ -227,24 +352,21 @@ pub const FORWARD_LAUNCHES: Launches = Launches { fused: 4, aux: 2, blas: 0 };
 
 /// The block forward on `stream`, no host synchronisation: `attn` `[M, heads·head_dim]`
 /// (the attention output), `x0` `[M, d]` (the residual stream), `pos` `[M]` (token positions).
-pub fn block_forward(
+pub fn block_forward<W: Storage, S: Storage>(
     stream: &Stream,
-    w: &BlockWeights,
-    attn: &Tensor<bf16>,
-    x0: &Tensor<bf16>,
-    pos: &Tensor<f32>,
-    s: &mut BlockState,
+    w: &BlockWeights<W>,
+    attn: &dyn TensorRef<bf16>,
+    x0: &dyn TensorRef<bf16>,
+    pos: &dyn TensorRef<f32>,
+    s: &mut BlockState<S>,
 ) -> Result<(), Error> {
     let c = &w.config;
     let m = s.tokens;
-    for (name, shape) in [("attn", attn.shape()), ("x0", x0.shape()), ("pos", pos.shape())] {
-        let want: Vec<usize> = match name {
-            "attn" => vec![m, c.attn_width()],
-            "x0" => vec![m, c.hidden],
-            _ => vec![m],
-        };
-        if shape != want.as_slice() {
-            return Err(Error::arg(name, format!("shape {shape:?} must be {want:?} (state for {m} tokens)")));
+    let inputs: [(&str, &dyn AnyTensor, Vec<usize>); 3] =
+        [("attn", attn, vec![m, c.attn_width()]), ("x0", x0, vec![m, c.hidden]), ("pos", pos, vec![m])];
+    for (name, t, want) in inputs {
+        if t.dims() != want.as_slice() {
+            return Err(Error::arg(name, format!("shape {:?} must be {want:?} (state for {m} tokens)", t.dims())));
         }
     }
     residual_norm::launch(

@@ -7,6 +7,8 @@
 //! `ArgumentError` (a `ValueError` whose `argument` names the argument),
 //! any other error `CodaError` (a `RuntimeError`).
 
+mod block;
+
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -367,13 +369,18 @@ fn launch(
         result.map_err(|e| to_py(py, e))?;
     }
     imported.extend(operands.into_iter().flat_map(|(ia, ib)| [ia, ib]));
+    keep_until_done(py, &s, imported)
+}
+
+/// Holds `imported` until the work enqueued on `s` so far has run.
+fn keep_until_done(py: Python<'_>, s: &Stream, imported: Vec<ImportedDlpack>) -> PyResult<()> {
     match s.cuda().record_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING)) {
         Ok(done) => {
             IN_FLIGHT.with(|q| q.borrow_mut().push(InFlight { done, _tensors: imported }));
             Ok(())
         }
         Err(e) => {
-            // Without an event, wait for the launch before its tensors go.
+            // Without an event, wait for the launches before their tensors go.
             let _ = s.cuda().synchronize();
             Err(to_py(py, e.into()))
         }
@@ -499,5 +506,9 @@ fn _coda(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cuda_device, m)?)?;
     m.add_function(wrap_pyfunction!(plan, m)?)?;
     m.add_function(wrap_pyfunction!(launch, m)?)?;
+    m.add_function(wrap_pyfunction!(block::block_check, m)?)?;
+    m.add_function(wrap_pyfunction!(block::block_rope_freq, m)?)?;
+    m.add_function(wrap_pyfunction!(block::block_forward, m)?)?;
+    m.add_function(wrap_pyfunction!(block::block_backward, m)?)?;
     Ok(())
 }

@@ -31,6 +31,29 @@ class Interface(unittest.TestCase):
         self.assertIn("linear_residual_rms_partial", str(e.exception))
 
 
+class BlockConfigs(unittest.TestCase):
+    """The block op's config rules and RoPE table, natively (``coda_rs.block``
+    itself needs PyTorch: its tests are ``test_block.py``)."""
+
+    LLAMA_8B = (4096, 14336, 32, 8, 128, 1e-5, 500000.0)
+
+    def test_rope_frequencies_per_column(self):
+        freq = coda_rs._coda.block_rope_freq(self.LLAMA_8B)
+        self.assertEqual(len(freq), (32 + 2 * 8) * 128)
+        # Each adjacent pair of a q or k head shares θ^(−2i/head_dim); v is not rotated.
+        self.assertEqual(freq[0:4], [1.0, 1.0, np.float32(500000.0 ** (-2 / 128)), np.float32(500000.0 ** (-2 / 128))])
+        self.assertEqual(freq[128], 1.0)
+        self.assertEqual(set(freq[(32 + 8) * 128:]), {0.0})
+
+    def test_bad_configs_name_the_field(self):
+        for field, value in [("hidden", 4095), ("ffn", 0), ("kv_heads", 5), ("head_dim", 4), ("eps", 0.0), ("rope_theta", 1.0)]:
+            c = dict(zip(["hidden", "ffn", "heads", "kv_heads", "head_dim", "eps", "rope_theta"], self.LLAMA_8B))
+            c[field] = value
+            with self.assertRaises(coda_rs.ArgumentError) as e:
+                coda_rs._coda.block_check(tuple(c.values()))
+            self.assertEqual(e.exception.argument, field, str(e.exception))
+
+
 class Refusals(unittest.TestCase):
     """Each bad call raises ArgumentError naming the argument; none needs a GPU."""
 

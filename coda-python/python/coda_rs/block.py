@@ -1,0 +1,263 @@
+"""The Llama block's non-attention part as a differentiable PyTorch op.
+
+``block(attn, x0, pos, weights, config)`` runs ``coda_llama``'s fused
+forward (o_proj → +residual → RMSNorm → gate_up → SwiGLU → down → +residual
+→ RMSNorm → qkv → RoPE: four fused GEMMs, two tiny reductions) on the current
+stream and returns ``(x2, qkv)``: the residual stream after the block and
+the rotated q, k, v of the next attention. Its backward is
+``coda_llama``'s (five fused GEMMs, four reductions, four cuBLAS weight
+gradients). Both are ``torch.library`` custom ops (``coda_rs::block_forward``,
+``coda_rs::block_backward``) with fake implementations, so a model using
+them runs under ``torch.compile`` with the ops left opaque.
+
+Layouts are the kernels' (``coda_rs.llama`` converts checkpoints): ``wo``
+``[d, heads·head_dim]``, ``gamma1``/``gamma2`` ``[d]``, ``w_gate_up``
+``[2f, d]`` with gate and up rows interleaved, ``w_down`` ``[d, f]``,
+``w_qkv`` ``[(heads + 2·kv_heads)·head_dim, d]`` with each head's RoPE pairs
+adjacent; ``attn`` ``[M, heads·head_dim]``, ``x0`` ``[M, d]`` bf16, ``pos``
+``[M]`` f32 (token positions). Every tensor is a contiguous CUDA tensor of
+one device; a broken rule raises ``ArgumentError`` naming the argument.
+The saved intermediates (``x1``, ``r1``, ``z1``, ``y1``, ``x2``, ``r2``,
+``qkv``) are PyTorch tensors; weight gradients are summed in f32 by the
+kernels and returned in the weights' dtype (bf16).
+
+Needs PyTorch (``import coda_rs.block`` imports it).
+"""
+
+from dataclasses import dataclass
+
+import torch
+
+from . import _coda
+
+__all__ = ["Block", "BlockConfig", "block", "rope_freq"]
+
+_BF16, _F32 = torch.bfloat16, torch.float32
+
+
+@dataclass(frozen=True)
+class BlockConfig:
+    """A block's shapes: hidden size ``d``, FFN width ``f``, attention heads
+    and kv heads of ``head_dim``, the RMSNorm ``eps`` and RoPE base."""
+
+    hidden: int
+    ffn: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    eps: float = 1e-5
+    rope_theta: float = 10000.0
+
+    def __post_init__(self):
+        _coda.block_check(self._native())
+
+    def _native(self):
+        return (self.hidden, self.ffn, self.heads, self.kv_heads, self.head_dim, self.eps, self.rope_theta)
+
+
+def rope_freq(config, device):
+    """The per-column RoPE frequencies ``[qkv_width]`` f32 on ``device``
+    (0 on the v columns), as the kernels take them."""
+    return torch.tensor(_coda.block_rope_freq(config._native()), dtype=_F32, device=device)
+
+
+def _refuse(name, rule):
+    e = _coda.ArgumentError(f"argument `{name}`: {rule}")
+    e.argument = name
+    return e
+
+
+def _rows(name, t):
+    """The rows (tokens) of ``t`` and its CUDA device index; the rest of
+    every tensor is checked natively, against the config."""
+    if t.dim() != 2:
+        raise _refuse(name, f"shape {tuple(t.shape)} must be [M, width]")
+    if t.device.type != "cuda":
+        raise _refuse(name, f"is on {t.device}; CODA needs CUDA tensors")
+    return t.shape[0], t.device.index
+
+
+@torch.library.custom_op("coda_rs::block_forward", mutates_args=())
+def _forward(
+    attn: torch.Tensor,
+    x0: torch.Tensor,
+    pos: torch.Tensor,
+    wo: torch.Tensor,
+    gamma1: torch.Tensor,
+    w_gate_up: torch.Tensor,
+    w_down: torch.Tensor,
+    gamma2: torch.Tensor,
+    w_qkv: torch.Tensor,
+    freq: torch.Tensor,
+    hidden: int,
+    ffn: int,
+    heads: int,
+    kv_heads: int,
+    head_dim: int,
+    eps: float,
+    rope_theta: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    (m, device), d, f, qw = _rows("x0", x0), hidden, ffn, (heads + 2 * kv_heads) * head_dim
+    e = lambda *shape, dtype=_BF16: torch.empty(shape, dtype=dtype, device=x0.device)  # noqa: E731
+    x1, u1, r1, z1, y1 = e(m, d), e(m, d), e(m, dtype=_F32), e(m, 2 * f), e(m, f)
+    x2, u2, r2, qkv = e(m, d), e(m, d), e(m, dtype=_F32), e(m, qw)
+    with torch.cuda.device(device):
+        _coda.block_forward(
+            device,
+            (d, f, heads, kv_heads, head_dim, eps, rope_theta),
+            [t.detach() for t in (wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, freq)],
+            attn.detach(),
+            x0.detach(),
+            pos.detach(),
+            [x1, u1, r1, z1, y1, x2, u2, r2, qkv],
+        )
+    return x2, qkv, x1, r1, z1, y1, r2
+
+
+@_forward.register_fake
+def _(attn, x0, pos, wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, freq, hidden, ffn, heads, kv_heads, head_dim, eps, rope_theta):
+    m, d, f, qw = x0.shape[0], hidden, ffn, (heads + 2 * kv_heads) * head_dim
+    e = lambda *shape, dtype=_BF16: x0.new_empty(shape, dtype=dtype)  # noqa: E731
+    return e(m, d), e(m, qw), e(m, d), e(m, dtype=_F32), e(m, 2 * f), e(m, f), e(m, dtype=_F32)
+
+
+@torch.library.custom_op("coda_rs::block_backward", mutates_args=())
+def _backward(
+    attn: torch.Tensor,
+    pos: torch.Tensor,
+    dx2: torch.Tensor,
+    dqkv: torch.Tensor,
+    wo: torch.Tensor,
+    gamma1: torch.Tensor,
+    w_gate_up: torch.Tensor,
+    w_down: torch.Tensor,
+    gamma2: torch.Tensor,
+    w_qkv: torch.Tensor,
+    freq: torch.Tensor,
+    x1: torch.Tensor,
+    r1: torch.Tensor,
+    z1: torch.Tensor,
+    y1: torch.Tensor,
+    x2: torch.Tensor,
+    r2: torch.Tensor,
+    qkv: torch.Tensor,
+    hidden: int,
+    ffn: int,
+    heads: int,
+    kv_heads: int,
+    head_dim: int,
+    eps: float,
+    rope_theta: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    (m, device), d, f = _rows("x1", x1), hidden, ffn
+    qw, aw = (heads + 2 * kv_heads) * head_dim, heads * head_dim
+    e = lambda *shape, dtype=_BF16: torch.empty(shape, dtype=dtype, device=x1.device)  # noqa: E731
+    work = [e(m, qw), e(m, dtype=_F32), e(m, d), e(m, d), e(m, 2 * f), e(m, dtype=_F32), e(m, d)]
+    grads = [e(m, aw), e(m, d)] + [e(*s, dtype=_F32) for s in ((d, aw), (d,), (2 * f, d), (d, f), (d,), (qw, d))]
+    with torch.cuda.device(device):
+        _coda.block_backward(
+            device,
+            (d, f, heads, kv_heads, head_dim, eps, rope_theta),
+            [t.detach() for t in (wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, freq)],
+            [t.detach() for t in (x1, r1, z1, y1, x2, r2, qkv)],
+            attn.detach(),
+            pos.detach(),
+            dx2.detach(),
+            dqkv.detach(),
+            work,
+            grads,
+        )
+    return tuple(grads)
+
+
+@_backward.register_fake
+def _(attn, pos, dx2, dqkv, wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, freq, x1, r1, z1, y1, x2, r2, qkv, hidden, ffn, heads, kv_heads, head_dim, *_):
+    m, d, f = x1.shape[0], hidden, ffn
+    qw, aw = (heads + 2 * kv_heads) * head_dim, heads * head_dim
+    e = lambda *shape, dtype=_BF16: x1.new_empty(shape, dtype=dtype)  # noqa: E731
+    return (e(m, aw), e(m, d)) + tuple(e(*s, dtype=_F32) for s in ((d, aw), (d,), (2 * f, d), (d, f), (d,), (qw, d)))
+
+
+def _setup_context(ctx, inputs, output):
+    attn, x0, pos, wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, freq, *config = inputs
+    x2, qkv, x1, r1, z1, y1, r2 = output
+    ctx.save_for_backward(attn, pos, wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, freq, x1, r1, z1, y1, x2, r2, qkv)
+    ctx.config = config
+    ctx.mark_non_differentiable(x1, r1, z1, y1, r2)
+
+
+def _grad(ctx, dx2, dqkv, *_intermediates):
+    attn, pos, wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, freq, x1, r1, z1, y1, x2, r2, qkv = ctx.saved_tensors
+    # An output unused by the loss has no gradient; the kernels want dense ones.
+    dx2 = torch.zeros_like(x2) if dx2 is None else dx2.contiguous()
+    dqkv = torch.zeros_like(qkv) if dqkv is None else dqkv.contiguous()
+    dattn, dx0, dwo, dg1, dwgu, dwd, dg2, dwqkv = torch.ops.coda_rs.block_backward(
+        attn, pos, dx2, dqkv, wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, freq, x1, r1, z1, y1, x2, r2, qkv, *ctx.config
+    )
+    like = lambda g, w: g.to(w.dtype)  # noqa: E731
+    weights = (like(dwo, wo), like(dg1, gamma1), like(dwgu, w_gate_up), like(dwd, w_down), like(dg2, gamma2), like(dwqkv, w_qkv))
+    return (dattn, dx0, None) + weights + (None,) * 8
+
+
+_forward.register_autograd(_grad, setup_context=_setup_context)
+
+
+def block(attn, x0, pos, weights, config, freq=None):
+    """``(x2, qkv)`` of the block for ``attn``, ``x0``, ``pos``;
+    ``weights`` = ``(wo, gamma1, w_gate_up, w_down, gamma2, w_qkv)`` in the
+    kernels' layout, ``config`` a ``BlockConfig``, ``freq`` its
+    ``rope_freq`` (made here if not given). Differentiable in ``attn``,
+    ``x0`` and the weights."""
+    if len(weights) != 6:
+        raise _refuse("weights", f"{len(weights)} given, want 6: (wo, gamma1, w_gate_up, w_down, gamma2, w_qkv)")
+    if freq is None:
+        freq = rope_freq(config, x0.device)
+    x2, qkv, *_ = torch.ops.coda_rs.block_forward(attn, x0, pos, *weights, freq, *config._native())
+    return x2, qkv
+
+
+class Block(torch.nn.Module):
+    """The block's weights as parameters (bf16, the kernels' layout) and
+    its RoPE frequencies as a buffer; ``forward(attn, x0, pos)`` →
+    ``(x2, qkv)``. ``from_checkpoint`` takes a Llama checkpoint's layout."""
+
+    def __init__(self, config, device=None):
+        super().__init__()
+        c = config
+        self.config = c
+        aw, qw = c.heads * c.head_dim, (c.heads + 2 * c.kv_heads) * c.head_dim
+        p = lambda *shape: torch.nn.Parameter(torch.empty(shape, dtype=_BF16, device=device))  # noqa: E731
+        self.wo, self.gamma1, self.w_gate_up = p(c.hidden, aw), p(c.hidden), p(2 * c.ffn, c.hidden)
+        self.w_down, self.gamma2, self.w_qkv = p(c.hidden, c.ffn), p(c.hidden), p(qw, c.hidden)
+        self.register_buffer("freq", rope_freq(c, device or "cpu"), persistent=False)
+        self.reset_parameters()
+
+    def reset_parameters(self, std=0.02):
+        """Matrices from N(0, std²), norm weights 1."""
+        with torch.no_grad():
+            for w in (self.wo, self.w_gate_up, self.w_down, self.w_qkv):
+                w.normal_(0.0, std)
+            self.gamma1.fill_(1.0)
+            self.gamma2.fill_(1.0)
+
+    @classmethod
+    def from_checkpoint(cls, config, *, wo, gamma1, gate, up, down, gamma2, wq, wk, wv):
+        """A block from a standard Llama layer's weights (``Linear``
+        layouts; q and k with the rotate-half RoPE convention), on their device."""
+        from .llama import gate_up_from_checkpoint, qkv_from_checkpoint
+
+        b = cls(config, device=wo.device)
+        with torch.no_grad():
+            b.wo.copy_(wo)
+            b.gamma1.copy_(gamma1)
+            b.w_gate_up.copy_(gate_up_from_checkpoint(gate, up))
+            b.w_down.copy_(down)
+            b.gamma2.copy_(gamma2)
+            b.w_qkv.copy_(qkv_from_checkpoint(wq, wk, wv, config.heads, config.kv_heads))
+        return b
+
+    def weights(self):
+        return (self.wo, self.gamma1, self.w_gate_up, self.w_down, self.gamma2, self.w_qkv)
+
+    def forward(self, attn, x0, pos):
+        return block(attn, x0, pos, self.weights(), self.config, self.freq)

@@ -1,0 +1,130 @@
+"""The Llama block op (``coda_rs.block``) on an H100/H200 with PyTorch:
+forward outputs and every gradient against the same block written in plain
+PyTorch and differentiated by autograd in f64, with the project's criterion
+(the yardstick: that PyTorch block run op by op in bf16); bitwise repeatable;
+under ``torch.compile(fullgraph=True)`` the same bits as eager; refusals
+name their argument."""
+
+import unittest
+
+try:
+    import torch
+
+    GPU = torch.cuda.is_available()
+except ImportError:  # CI installs no torch: this file is for the GPU machine
+    GPU = False
+
+if GPU:
+    from coda_rs import ArgumentError
+    from coda_rs.block import Block, BlockConfig, block, rope_freq
+
+NAMES = ["x2", "qkv", "dattn", "dx0", "dwo", "dgamma1", "dw_gate_up", "dw_down", "dgamma2", "dw_qkv"]
+
+
+def reference(attn, x0, pos, weights, freq, c):
+    """The block in plain PyTorch, in the kernels' layout, in the inputs' dtype."""
+    wo, g1, w_gate_up, w_down, g2, w_qkv = weights
+    rms = lambda x: torch.rsqrt((x * x).mean(-1, keepdim=True) + c.eps)  # noqa: E731
+    x1 = x0 + attn @ wo.T
+    z1 = (x1 * rms(x1) * g1) @ w_gate_up.T
+    y1 = torch.nn.functional.silu(z1[:, 0::2]) * z1[:, 1::2]
+    x2 = x1 + y1 @ w_down.T
+    q = (x2 * rms(x2) * g2) @ w_qkv.T
+    # Angles exact, their cos and sin rounded once (as the Rust tests' yardstick).
+    angle = pos.double()[:, None] * freq.double()[None, 0::2]
+    cos, sin = angle.cos().to(q.dtype), angle.sin().to(q.dtype)
+    a, b = q[:, 0::2], q[:, 1::2]
+    return x2, torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(1)
+
+
+@unittest.skipUnless(GPU, "needs a CUDA GPU and PyTorch")
+class BlockOp(unittest.TestCase):
+    def setUp(self):
+        # Two heads of 128, one kv head; a ragged token count.
+        self.c = c = BlockConfig(hidden=256, ffn=512, heads=2, kv_heads=1, head_dim=128)
+        self.m = m = 300
+        g = torch.Generator(device="cuda").manual_seed(11)
+        u = lambda *s, lim=1.0, lo=None: (  # noqa: E731
+            torch.rand(*s, generator=g, device="cuda") * (2 * lim if lo is None else lim - lo) + (-lim if lo is None else lo)).bfloat16()
+        d, f, aw, qw = c.hidden, c.ffn, c.heads * c.head_dim, (c.heads + 2 * c.kv_heads) * c.head_dim
+        k = lambda n: (3.0 / n) ** 0.5  # noqa: E731
+        self.weights = [u(d, aw, lim=k(aw)), u(d, lim=1.5, lo=0.5), u(2 * f, d, lim=k(d)), u(d, f, lim=k(f)), u(d, lim=1.5, lo=0.5), u(qw, d, lim=k(d))]
+        self.attn, self.x0 = u(m, aw), u(m, d)
+        self.pos = torch.arange(m, device="cuda", dtype=torch.float32) * 7
+        self.dx2, self.dqkv = u(m, d), u(m, qw)
+        self.freq = rope_freq(c, "cuda")
+
+    def run_block(self, dtype, fn):
+        leaves = [t.detach().to(dtype).requires_grad_() for t in [self.attn, self.x0] + self.weights]
+        attn, x0, *weights = leaves
+        x2, qkv = fn(attn, x0, self.pos, weights, self.freq, self.c)
+        torch.autograd.backward([x2, qkv], [self.dx2.to(dtype), self.dqkv.to(dtype)])
+        return [x2.detach(), qkv.detach()] + [t.grad for t in leaves]
+
+    def test_forward_and_backward_against_f64(self):
+        coda = lambda attn, x0, pos, weights, freq, c: block(attn, x0, pos, weights, c, freq)  # noqa: E731
+        ours = self.run_block(torch.bfloat16, coda)
+        again = self.run_block(torch.bfloat16, coda)
+        exact = self.run_block(torch.float64, reference)
+        bf16 = self.run_block(torch.bfloat16, reference)
+        for name, o, a, e, y in zip(NAMES, ours, again, exact, bf16):
+            self.assertEqual((o.dtype, o.shape), (torch.bfloat16, e.shape), name)
+            self.assertTrue(torch.equal(o, a), f"{name} differs between two runs")
+            err = (o.double() - e).abs().max().item()
+            yardstick = (y.double() - e).abs().max().item()
+            print(f"  {name}: max err {err:.3e}, bf16 op-by-op {yardstick:.3e}")
+            self.assertLessEqual(err, 2 * yardstick + 1e-6, name)
+
+    def test_compiled_module_matches_eager(self):
+        torch.manual_seed(3)
+        blk = Block(self.c, device="cuda")
+
+        def outputs(attn, x0, pos):
+            x2, qkv = blk(attn, x0, pos)
+            return x2, qkv
+
+        compiled = torch.compile(outputs, fullgraph=True)
+        results = []
+        for fn in (outputs, compiled):
+            blk.zero_grad(set_to_none=True)
+            attn = self.attn.clone().requires_grad_()
+            x2, qkv = fn(attn, self.x0, self.pos)
+            torch.autograd.backward([x2, qkv], [self.dx2, self.dqkv])
+            results.append([x2.detach(), qkv.detach(), attn.grad] + [p.grad for p in blk.weights()])
+        for i, (e, c) in enumerate(zip(*results)):
+            self.assertTrue(torch.equal(e, c), f"output {i} differs between eager and torch.compile")
+
+    def test_from_checkpoint_matches_the_converted_layout(self):
+        c = self.c
+        g = torch.Generator(device="cuda").manual_seed(5)
+        r = lambda *s: torch.randn(*s, generator=g, device="cuda").bfloat16()  # noqa: E731
+        d, f, hd = c.hidden, c.ffn, c.head_dim
+        ck = dict(wo=r(d, c.heads * hd), gamma1=r(d), gate=r(f, d), up=r(f, d), down=r(d, f), gamma2=r(d),
+                  wq=r(c.heads * hd, d), wk=r(c.kv_heads * hd, d), wv=r(c.kv_heads * hd, d))
+        blk = Block.from_checkpoint(c, **ck)
+        self.assertTrue(torch.equal(blk.w_gate_up[0::2], ck["gate"]) and torch.equal(blk.w_gate_up[1::2], ck["up"]))
+        # v rows are copied as they are; q and k rows only permuted within each head.
+        self.assertTrue(torch.equal(blk.w_qkv[-c.kv_heads * hd:], ck["wv"]))
+        self.assertTrue(torch.equal(blk.w_qkv[:hd].sort(0).values, ck["wq"][:hd].sort(0).values))
+
+    def test_refusals_name_their_argument(self):
+        w = list(self.weights)
+
+        def refused(name, **change):
+            args = dict(attn=self.attn, x0=self.x0, pos=self.pos, weights=w)
+            args.update(change)
+            with self.assertRaises(ArgumentError) as e:
+                block(args["attn"], args["x0"], args["pos"], args["weights"], self.c, self.freq)
+            self.assertEqual(e.exception.argument, name, str(e.exception))
+            print(f"  {name}: {e.exception}")
+
+        refused("wo", weights=[w[0].float()] + w[1:])
+        refused("w_down", weights=w[:3] + [w[3][:, :-8].contiguous()] + w[4:])
+        refused("attn", attn=self.attn[:-1])
+        refused("pos", pos=self.pos.double())
+        refused("x0", x0=self.x0.cpu())
+        refused("attn", attn=self.attn.T.contiguous().T)
+
+
+if __name__ == "__main__":
+    unittest.main()
