@@ -17,13 +17,15 @@
 //! them with a map program, so the head GEMM runs once, not twice.
 
 use std::ops::Range;
+use std::sync::Arc;
 
 use super::programs::{
     cross_entropy_grad as ce_grad, linear_cross_entropy as ce_forward, linear_cross_entropy_backward as ce_backward,
     linear_cross_entropy_save as ce_save, rms_input, rmsnorm_backward_head as norm_backward,
 };
+use super::{Owned, Storage, shaped, tokens_of};
 use crate::blas::Cublas;
-use coda_runtime::{ColPartials, Error, Launches, LsePartials, RowPartials, Stream, Tensor, aux, bf16};
+use coda_runtime::{AnyTensor, ColPartials, Error, Launches, LsePartials, RowPartials, RowSlices, Stream, Tensor, aux, bf16};
 
 /// Launches of [`head_forward`].
 pub const HEAD_FORWARD_LAUNCHES: Launches = Launches { fused: 2, aux: 3, blas: 0 };
@@ -42,67 +44,104 @@ pub fn head_forward_backward_launches(chunks: usize) -> Launches {
 }
 
 /// The final norm's weight and the LM head `[V, d]` (a `Linear` weight).
-pub struct HeadWeights {
-    pub gamma: Tensor<bf16>,
-    pub w: Tensor<bf16>,
+pub struct HeadWeights<S: Storage = Owned> {
+    pub gamma: S::Bf16,
+    pub w: S::Bf16,
     pub eps: f32,
 }
 
 impl HeadWeights {
+    /// With the rules of [`HeadWeights::from_parts`].
     pub fn new(gamma: Tensor<bf16>, w: Tensor<bf16>, eps: f32) -> Result<HeadWeights, Error> {
-        let d = gamma.len();
-        match *w.shape() {
-            [v, k] if k == d && v > 0 && v % 8 == 0 && d % 8 == 0 => Ok(HeadWeights { gamma, w, eps }),
-            _ => Err(Error::arg(
-                "w",
-                format!("shape {:?} must be [V, d] with d = {d} (gamma's length), V and d multiples of 8", w.shape()),
-            )),
+        HeadWeights::from_parts(gamma, w, eps)
+    }
+}
+
+impl<S: Storage> HeadWeights<S> {
+    /// `gamma` `[d]` and `w` `[V, d]`, V and d multiples of 8, else
+    /// [`Error::Arg`] naming the one at fault.
+    pub fn from_parts(gamma: S::Bf16, w: S::Bf16, eps: f32) -> Result<Self, Error> {
+        let d = match *gamma.dims() {
+            [d] if d > 0 && d % 8 == 0 => d,
+            _ => return Err(Error::arg("gamma", format!("shape {:?} must be [d], d a positive multiple of 8", gamma.dims()))),
+        };
+        match *w.dims() {
+            [v, k] if k == d && v > 0 && v % 8 == 0 => Ok(HeadWeights { gamma, w, eps }),
+            _ => Err(Error::arg("w", format!("shape {:?} must be [V, d] with d = {d} (gamma's length), V a multiple of 8", w.dims()))),
         }
     }
     pub fn hidden(&self) -> usize {
-        self.gamma.len()
+        // The fields are public: a tensor since replaced by a rank-0 one has
+        // no rows (and every launch refuses it), rather than a panic here.
+        self.gamma.dims().first().copied().unwrap_or(0)
     }
     pub fn vocab(&self) -> usize {
-        // The fields are public: a `w` since replaced by a rank-0 tensor has
-        // no rows (and every launch refuses it), rather than a panic here.
-        self.w.shape().first().copied().unwrap_or(0)
+        self.w.dims().first().copied().unwrap_or(0)
     }
 }
 
 /// What the forward writes for `tokens` rows; the backward reads `u`, `r`, `lse`.
-pub struct HeadState {
+pub struct HeadState<S: Storage = Owned> {
     pub tokens: usize,
     /// `x ⊙ γ`, the head GEMM's input, `[M, d]`.
-    pub u: Tensor<bf16>,
+    pub u: S::Bf16,
     sq_partials: RowPartials,
-    pub r: Tensor<f32>,
+    pub r: S::F32,
     lse_partials: LsePartials,
-    pub lse: Tensor<f32>,
-    pub target_logit: Tensor<f32>,
+    pub lse: S::F32,
+    pub target_logit: S::F32,
     /// Per-row loss, 0 for ignored rows, `[M]`.
-    pub loss: Tensor<f32>,
+    pub loss: S::F32,
     /// Mean loss over non-ignored rows, `[1]`.
-    pub mean: Tensor<f32>,
+    pub mean: S::F32,
 }
 
 impl HeadState {
     /// `tokens` outside `1..=2^31 − 1` is [`Error::Arg`], before anything is allocated.
-    pub fn new(stream: &Stream, h: &HeadWeights, tokens: usize) -> Result<HeadState, Error> {
+    pub fn new<W: Storage>(stream: &Stream, h: &HeadWeights<W>, tokens: usize) -> Result<HeadState, Error> {
         super::check_tokens(tokens)?;
-        super::ship_tuning()?;
         let (m, d) = (tokens, h.hidden());
+        let f32s = |n: usize| Tensor::zeros(stream, &[n]);
+        HeadState::from_parts(h, Tensor::zeros(stream, &[m, d])?, f32s(m)?, f32s(m)?, f32s(m)?, f32s(m)?, f32s(1)?)
+    }
+}
+
+impl<S: Storage> HeadState<S> {
+    /// The state in tensors allocated elsewhere (`tokens` = `u`'s rows), each
+    /// of the shape [`HeadState::new`] allocates, or [`Error::Arg`] naming the
+    /// first that is not.
+    pub fn from_parts<W: Storage>(
+        h: &HeadWeights<W>,
+        u: S::Bf16,
+        r: S::F32,
+        lse: S::F32,
+        target_logit: S::F32,
+        loss: S::F32,
+        mean: S::F32,
+    ) -> Result<Self, Error> {
+        super::ship_tuning()?;
+        let m = tokens_of("u", &u)?;
+        shaped("u", &u, &[m, h.hidden()])?;
+        shaped("r", &r, &[m])?;
+        shaped("lse", &lse, &[m])?;
+        shaped("target_logit", &target_logit, &[m])?;
+        shaped("loss", &loss, &[m])?;
+        shaped("mean", &mean, &[1])?;
         Ok(HeadState {
-            tokens,
-            u: Tensor::zeros(stream, &[m, d])?,
+            tokens: m,
+            u,
             sq_partials: RowPartials::new(),
-            r: Tensor::zeros(stream, &[m])?,
+            r,
             lse_partials: LsePartials::new(),
-            lse: Tensor::zeros(stream, &[m])?,
-            target_logit: Tensor::zeros(stream, &[m])?,
-            loss: Tensor::zeros(stream, &[m])?,
-            mean: Tensor::zeros(stream, &[1])?,
+            lse,
+            target_logit,
+            loss,
+            mean,
         })
     }
+}
+
+impl HeadState {
 
     pub fn poison(&mut self) -> Result<(), Error> {
         self.u.poison()?;
@@ -116,7 +155,14 @@ impl HeadState {
 
 /// The tail forward for the residual stream `x` `[M, d]` and `targets` `[M]`
 /// (class ids, or any id outside `[0, V)` such as −100 to ignore a row).
-pub fn head_forward(stream: &Stream, h: &HeadWeights, x: &Tensor<bf16>, targets: &Tensor<i32>, s: &mut HeadState) -> Result<(), Error> {
+pub fn head_forward<W: Storage, S: Storage>(
+    stream: &Stream,
+    h: &HeadWeights<W>,
+    x: &impl RowSlices<bf16>,
+    targets: &impl RowSlices<i32>,
+    s: &mut HeadState<S>,
+) -> Result<(), Error> {
+    check_targets(targets, s.tokens)?;
     norm_input(stream, h, x, s)?;
     ce_forward::launch(
         stream,
@@ -127,40 +173,63 @@ pub fn head_forward(stream: &Stream, h: &HeadWeights, x: &Tensor<bf16>, targets:
 }
 
 /// The final norm's input half: `u = x ⊙ γ` and `r`, for `x` `[M, d]`.
-fn norm_input(stream: &Stream, h: &HeadWeights, x: &Tensor<bf16>, s: &mut HeadState) -> Result<(), Error> {
+fn norm_input<W: Storage, S: Storage>(
+    stream: &Stream,
+    h: &HeadWeights<W>,
+    x: &impl RowSlices<bf16>,
+    s: &mut HeadState<S>,
+) -> Result<(), Error> {
     let m = s.tokens;
-    if x.shape() != [m, h.hidden()] {
-        return Err(Error::arg("x", format!("shape {:?} must be [{m}, {}]", x.shape(), h.hidden())));
+    if x.dims() != [m, h.hidden()] {
+        return Err(Error::arg("x", format!("shape {:?} must be [{m}, {}]", x.dims(), h.hidden())));
     }
     rms_input::launch(stream, rms_input::Args { x, gamma: &h.gamma, u: &mut s.u, sq: &mut s.sq_partials })?;
     aux::rms_from_partials(stream, &s.sq_partials, h.hidden(), h.eps, &mut s.r)
 }
 
+/// `targets` must have one class id per row of the `m` tokens.
+fn check_targets(targets: &impl RowSlices<i32>, m: usize) -> Result<(), Error> {
+    shaped("targets", targets, &[m])
+}
+
 /// The backward's buffers and gradients must be for the forward's tokens.
-fn check_backward(h: &HeadWeights, m: usize, bs: &HeadBackwardState, g: &HeadGrads) -> Result<(), Error> {
-    if bs.tokens != m || g.dx.shape() != [m, h.hidden()] {
+fn check_backward<W: Storage, G: Storage>(h: &HeadWeights<W>, m: usize, bs: &HeadBackwardState, g: &HeadGrads<G>) -> Result<(), Error> {
+    if bs.tokens != m || g.dx.dims() != [m, h.hidden()] {
         return Err(Error::arg("bs", format!("backward buffers must be for the forward's {m} tokens")));
     }
     Ok(())
 }
 
 /// The gradients of the tail's input and weights, for the mean loss.
-pub struct HeadGrads {
-    pub dx: Tensor<bf16>,
-    pub dgamma: Tensor<f32>,
-    pub dw: Tensor<f32>,
+pub struct HeadGrads<S: Storage = Owned> {
+    pub dx: S::Bf16,
+    pub dgamma: S::F32,
+    pub dw: S::F32,
 }
 
 impl HeadGrads {
     /// `tokens` outside `1..=2^31 − 1` is [`Error::Arg`], before anything is allocated.
-    pub fn new(stream: &Stream, h: &HeadWeights, tokens: usize) -> Result<HeadGrads, Error> {
+    pub fn new<W: Storage>(stream: &Stream, h: &HeadWeights<W>, tokens: usize) -> Result<HeadGrads, Error> {
         super::check_tokens(tokens)?;
-        Ok(HeadGrads {
-            dx: Tensor::zeros(stream, &[tokens, h.hidden()])?,
-            dgamma: Tensor::zeros(stream, &[h.hidden()])?,
-            dw: Tensor::zeros(stream, &[h.vocab(), h.hidden()])?,
-        })
+        let d = h.hidden();
+        HeadGrads::from_parts(h, Tensor::zeros(stream, &[tokens, d])?, Tensor::zeros(stream, &[d])?, Tensor::zeros(stream, &[h.vocab(), d])?)
     }
+}
+
+impl<S: Storage> HeadGrads<S> {
+    /// The gradients in tensors allocated elsewhere (`dx`'s rows are the
+    /// tokens), each of the shape [`HeadGrads::new`] allocates, or
+    /// [`Error::Arg`] naming the first that is not.
+    pub fn from_parts<W: Storage>(h: &HeadWeights<W>, dx: S::Bf16, dgamma: S::F32, dw: S::F32) -> Result<Self, Error> {
+        let m = tokens_of("dx", &dx)?;
+        shaped("dx", &dx, &[m, h.hidden()])?;
+        shaped("dgamma", &dgamma, &[h.hidden()])?;
+        shaped("dw", &dw, &[h.vocab(), h.hidden()])?;
+        Ok(HeadGrads { dx, dgamma, dw })
+    }
+}
+
+impl HeadGrads {
 
     pub fn poison(&mut self) -> Result<(), Error> {
         self.dx.poison()?;
@@ -187,7 +256,7 @@ struct Chunk {
 }
 
 impl Chunk {
-    fn new(stream: &Stream, h: &HeadWeights, rows: usize) -> Result<Chunk, Error> {
+    fn new<W: Storage>(stream: &Stream, h: &HeadWeights<W>, rows: usize) -> Result<Chunk, Error> {
         let v = h.vocab();
         Ok(Chunk {
             rows,
@@ -228,7 +297,7 @@ pub struct HeadBackwardState {
     row_weights: Tensor<f32>,
     full: Chunk,
     last: Option<Chunk>,
-    blas: Cublas,
+    blas: Arc<Cublas>,
 }
 
 impl HeadBackwardState {
@@ -236,7 +305,20 @@ impl HeadBackwardState {
     /// two `chunk_rows × V` bf16 buffers (logits and their gradient) per chunk
     /// shape. `tokens` outside `1..=2^31 − 1`, or `chunk_rows` not a positive
     /// multiple of 256, is [`Error::Arg`], before anything is allocated.
-    pub fn new(stream: &Stream, h: &HeadWeights, tokens: usize, chunk_rows: usize) -> Result<HeadBackwardState, Error> {
+    pub fn new<W: Storage>(stream: &Stream, h: &HeadWeights<W>, tokens: usize, chunk_rows: usize) -> Result<HeadBackwardState, Error> {
+        let chunk_rows = chunk_rows_for(tokens, chunk_rows)?;
+        HeadBackwardState::with_blas(stream, h, tokens, chunk_rows, Arc::new(Cublas::new(stream)?))
+    }
+
+    /// As [`HeadBackwardState::new`], with `blas`, a cuBLAS handle on
+    /// `stream` (one per stream can serve every backward on it).
+    pub fn with_blas<W: Storage>(
+        stream: &Stream,
+        h: &HeadWeights<W>,
+        tokens: usize,
+        chunk_rows: usize,
+        blas: Arc<Cublas>,
+    ) -> Result<HeadBackwardState, Error> {
         let chunk_rows = chunk_rows_for(tokens, chunk_rows)?;
         super::ship_tuning()?;
         let rest = tokens % chunk_rows;
@@ -246,7 +328,7 @@ impl HeadBackwardState {
             row_weights: Tensor::zeros(stream, &[tokens])?,
             full: Chunk::new(stream, h, chunk_rows.min(tokens))?,
             last: if rest > 0 && tokens > chunk_rows { Some(Chunk::new(stream, h, rest)?) } else { None },
-            blas: Cublas::new(stream)?,
+            blas,
         })
     }
 
@@ -289,30 +371,31 @@ fn chunk_rows_for(tokens: usize, chunk_rows: usize) -> Result<usize, Error> {
 
 /// The tail backward for the mean loss: `x` and `targets` as given to
 /// [`head_forward`], `fwd` its state.
-pub fn head_backward(
+pub fn head_backward<W: Storage, F: Storage, G: Storage>(
     stream: &Stream,
-    h: &HeadWeights,
-    x: &Tensor<bf16>,
-    targets: &Tensor<i32>,
-    fwd: &HeadState,
+    h: &HeadWeights<W>,
+    x: &impl RowSlices<bf16>,
+    targets: &impl RowSlices<i32>,
+    fwd: &HeadState<F>,
     bs: &mut HeadBackwardState,
-    g: &mut HeadGrads,
+    g: &mut HeadGrads<G>,
 ) -> Result<(), Error> {
     check_backward(h, fwd.tokens, bs, g)?;
-    if x.shape() != fwd.u.shape() {
-        return Err(Error::arg("x", format!("shape {:?} must be the forward's {:?}", x.shape(), fwd.u.shape())));
+    if x.dims() != fwd.u.dims() {
+        return Err(Error::arg("x", format!("shape {:?} must be the forward's {:?}", x.dims(), fwd.u.dims())));
     }
+    check_targets(targets, fwd.tokens)?;
     aux::cross_entropy_row_weights(stream, targets, h.vocab(), &mut bs.row_weights)?;
     for (i, rows) in bs.chunk_ranges().enumerate() {
         let c = Chunk::pick(&mut bs.full, &mut bs.last, rows.len());
         ce_backward::launch(
             stream,
             ce_backward::Args {
-                a: &fwd.u.rows(rows.clone())?,
+                a: &fwd.u.row_slice(rows.clone())?,
                 b: &h.w,
-                r: &fwd.r.rows(rows.clone())?,
-                lse: &fwd.lse.rows(rows.clone())?,
-                target: &targets.rows(rows.clone())?,
+                r: &fwd.r.row_slice(rows.clone())?,
+                lse: &fwd.lse.row_slice(rows.clone())?,
+                target: &targets.row_slice(rows.clone())?,
                 w: &bs.row_weights.rows(rows.clone())?,
                 dlogits: &mut c.dlogits,
                 dot: &mut c.s_partials,
@@ -329,39 +412,40 @@ pub fn head_backward(
 /// log-sum-exp partials, and the gradient comes from them (a map program),
 /// so each chunk runs the head GEMM once. Writes everything [`head_forward`]
 /// and [`head_backward`] do.
-pub fn head_forward_backward(
+pub fn head_forward_backward<W: Storage, F: Storage, G: Storage>(
     stream: &Stream,
-    h: &HeadWeights,
-    x: &Tensor<bf16>,
-    targets: &Tensor<i32>,
-    fs: &mut HeadState,
+    h: &HeadWeights<W>,
+    x: &impl RowSlices<bf16>,
+    targets: &impl RowSlices<i32>,
+    fs: &mut HeadState<F>,
     bs: &mut HeadBackwardState,
-    g: &mut HeadGrads,
+    g: &mut HeadGrads<G>,
 ) -> Result<(), Error> {
     check_backward(h, fs.tokens, bs, g)?;
+    check_targets(targets, fs.tokens)?;
     norm_input(stream, h, x, fs)?;
     aux::cross_entropy_row_weights(stream, targets, h.vocab(), &mut bs.row_weights)?;
     for (i, rows) in bs.chunk_ranges().enumerate() {
         let c = Chunk::pick(&mut bs.full, &mut bs.last, rows.len());
-        let target = targets.rows(rows.clone())?;
+        let target = targets.row_slice(rows.clone())?;
         ce_save::launch(
             stream,
             ce_save::Args {
-                a: &fs.u.rows(rows.clone())?,
+                a: &fs.u.row_slice(rows.clone())?,
                 b: &h.w,
-                r: &fs.r.rows(rows.clone())?,
+                r: &fs.r.row_slice(rows.clone())?,
                 target: &target,
                 logits: &mut c.logits,
                 lse: &mut c.lse_partials,
-                target_logit: &mut fs.target_logit.rows_mut(rows.clone())?,
+                target_logit: &mut fs.target_logit.row_slice_mut(rows.clone())?,
             },
         )?;
-        aux::lse_from_partials(stream, &c.lse_partials, &mut fs.lse.rows_mut(rows.clone())?)?;
+        aux::lse_from_partials(stream, &c.lse_partials, &mut fs.lse.row_slice_mut(rows.clone())?)?;
         ce_grad::launch(
             stream,
             ce_grad::Args {
                 logits: &c.logits,
-                lse: &fs.lse.rows(rows.clone())?,
+                lse: &fs.lse.row_slice(rows.clone())?,
                 target: &target,
                 w: &bs.row_weights.rows(rows.clone())?,
                 dlogits: &mut c.dlogits,
@@ -377,15 +461,15 @@ pub fn head_forward_backward(
 /// With a chunk's `dlogits` and `s` written: `dx` and the `dγ` partials of its rows (the norm's backward in the epilogue of
 /// `dlogits · W`), summed into `dγ`, and `dW (+)= dlogitsᵀ · (x̂ ⊙ γ)`.
 #[allow(clippy::too_many_arguments)]
-fn input_and_weight_grads(
+fn input_and_weight_grads<W: Storage, F: Storage, G: Storage>(
     stream: &Stream,
-    h: &HeadWeights,
-    x: &Tensor<bf16>,
-    fs: &HeadState,
+    h: &HeadWeights<W>,
+    x: &impl RowSlices<bf16>,
+    fs: &HeadState<F>,
     bs: &mut HeadBackwardState,
     rows: Range<usize>,
     first: bool,
-    g: &mut HeadGrads,
+    g: &mut HeadGrads<G>,
 ) -> Result<(), Error> {
     let HeadBackwardState { blas, full, last, .. } = bs;
     let c = Chunk::pick(full, last, rows.len());
@@ -394,11 +478,11 @@ fn input_and_weight_grads(
         norm_backward::Args {
             a: &c.dlogits,
             b: &h.w,
-            h: &x.rows(rows.clone())?,
-            r: &fs.r.rows(rows.clone())?,
+            h: &x.row_slice(rows.clone())?,
+            r: &fs.r.row_slice(rows.clone())?,
             s: &c.s,
             gamma: &h.gamma,
-            dx: &mut g.dx.rows_mut(rows)?,
+            dx: &mut g.dx.row_slice_mut(rows)?,
             dgamma: &mut c.dgamma_partials,
             xg: &mut c.xg,
         },

@@ -32,7 +32,7 @@ pub use head::{
 
 use std::marker::PhantomData;
 
-use coda_runtime::{AnyTensor, Error, Launches, RawTensor, RowPartials, Stream, Tensor, TensorMut, TensorRef, aux, bf16};
+use coda_runtime::{AnyTensor, Error, Launches, RawTensor, RowPartials, RowSlices, Stream, Tensor, TensorMut, TensorRef, aux, bf16};
 use programs::{linear_residual_rms_partial as residual_norm, linear_rowscale_rope as rope, linear_rowscale_swiglu_save as swiglu};
 
 /// Shapes of one block.
@@ -104,11 +104,13 @@ pub(crate) fn check_tokens(tokens: usize) -> Result<(), Error> {
     Ok(())
 }
 
-/// Where a block's tensors live: the element types of its bf16 and f32
-/// tensors, each usable as a launch's input and output.
+/// Where a block's or the tail's tensors live: the types of its bf16, f32
+/// and i32 tensors, each usable as a launch's input and output, whole or
+/// by runs of rows.
 pub trait Storage {
-    type Bf16: TensorRef<bf16> + TensorMut<bf16>;
-    type F32: TensorRef<f32> + TensorMut<f32>;
+    type Bf16: RowSlices<bf16> + TensorMut<bf16>;
+    type F32: RowSlices<f32> + TensorMut<f32>;
+    type I32: RowSlices<i32> + TensorMut<i32>;
 }
 
 /// Device tensors this crate allocated ([`Tensor`]).
@@ -117,6 +119,7 @@ pub enum Owned {}
 impl Storage for Owned {
     type Bf16 = Tensor<bf16>;
     type F32 = Tensor<f32>;
+    type I32 = Tensor<i32>;
 }
 
 /// Device memory borrowed for `'a` from elsewhere ([`RawTensor`], whose
@@ -126,6 +129,7 @@ pub struct Borrowed<'a>(PhantomData<&'a ()>);
 impl<'a> Storage for Borrowed<'a> {
     type Bf16 = RawTensor<'a, bf16>;
     type F32 = RawTensor<'a, f32>;
+    type I32 = RawTensor<'a, i32>;
 }
 
 /// `t` must have shape `want`: the rule named after the field.

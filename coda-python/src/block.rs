@@ -3,16 +3,12 @@
 //! intermediates and gradients included, is allocated by PyTorch
 //! (`python/coda_rs/llama.py`) and borrowed here through DLPack.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
-
-use coda_llama::blas::Cublas;
 use coda_llama::{BackwardState, BlockConfig, BlockGrads, BlockState, BlockWeights, Borrowed};
-use coda_runtime::{Error, Stream, bf16};
+use coda_runtime::{Stream, bf16};
 use dlpark::python::ImportedDlpack;
 use pyo3::prelude::*;
 
-use crate::{argument_error, current_stream, import, keep_until_done, raw, retire, to_py};
+use crate::{argument_error, cublas, current_stream, import, keep_until_done, raw, retire, to_py};
 
 /// A block's shapes as Python passes them:
 /// `(hidden, ffn, heads, kv_heads, head_dim, eps, rope_theta)`.
@@ -37,25 +33,9 @@ pub fn block_rope_freq(py: Python<'_>, c: Config) -> PyResult<Vec<f32>> {
     config(py, c)?.rope_freq().map_err(|e| to_py(py, e))
 }
 
-/// One cuBLAS handle per stream, shared by every backward on it (a handle
-/// holds a workspace; making one per call would cost more than the GEMMs of
-/// a small block).
-fn cublas(stream: &Arc<Stream>) -> Result<Arc<Cublas>, Error> {
-    static HANDLES: OnceLock<Mutex<HashMap<usize, Arc<Cublas>>>> = OnceLock::new();
-    let mut handles = HANDLES.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
-    // `current_stream` keeps each `Stream` for the life of the process, so its address names it.
-    let key = Arc::as_ptr(stream) as usize;
-    if let Some(h) = handles.get(&key) {
-        return Ok(h.clone());
-    }
-    let h = Arc::new(Cublas::new(stream)?);
-    handles.insert(key, h.clone());
-    Ok(h)
-}
-
 /// Imports `tensors` (named `names`, in order) for a launch on `device`'s
 /// current stream, refusing a count other than `names`'.
-fn import_all(
+pub(crate) fn import_all(
     py: Python<'_>,
     what: &str,
     names: &[&str],

@@ -8,6 +8,7 @@
 //! any other error `CodaError` (a `RuntimeError`).
 
 mod block;
+mod head;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -21,6 +22,7 @@ use dlpark::python::consumer::stream::{self as dlpack_stream, DlpackStream, Stre
 use dlpark::DlpackElement;
 use dlpark::python::{ImportRequest, ImportedDlpack};
 use coda_runtime::dsl::ir::{BLayout, DType};
+use coda_llama::blas::Cublas;
 use coda_runtime::{AnyTensor, Choice, Element, Error, Kernel, Raster, RawTensor, Stream, TensorArg, bf16, tune};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
@@ -372,6 +374,22 @@ fn launch(
     keep_until_done(py, &s, imported)
 }
 
+/// One cuBLAS handle per stream, shared by every backward on it (a handle
+/// holds a workspace; making one per call would cost more than the GEMMs of
+/// a small block).
+pub(crate) fn cublas(stream: &Arc<Stream>) -> Result<Arc<Cublas>, Error> {
+    static HANDLES: OnceLock<Mutex<HashMap<usize, Arc<Cublas>>>> = OnceLock::new();
+    let mut handles = HANDLES.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
+    // `current_stream` keeps each `Stream` for the life of the process, so its address names it.
+    let key = Arc::as_ptr(stream) as usize;
+    if let Some(h) = handles.get(&key) {
+        return Ok(h.clone());
+    }
+    let h = Arc::new(Cublas::new(stream)?);
+    handles.insert(key, h.clone());
+    Ok(h)
+}
+
 /// Holds `imported` until the work enqueued on `s` so far has run.
 fn keep_until_done(py: Python<'_>, s: &Stream, imported: Vec<ImportedDlpack>) -> PyResult<()> {
     match s.cuda().record_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING)) {
@@ -507,6 +525,7 @@ fn _coda(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(plan, m)?)?;
     m.add_function(wrap_pyfunction!(launch, m)?)?;
     m.add_function(wrap_pyfunction!(block::block_check, m)?)?;
+    m.add_function(wrap_pyfunction!(head::head_forward_backward, m)?)?;
     m.add_function(wrap_pyfunction!(block::block_rope_freq, m)?)?;
     m.add_function(wrap_pyfunction!(block::block_forward, m)?)?;
     m.add_function(wrap_pyfunction!(block::block_backward, m)?)?;

@@ -3,12 +3,13 @@
 //! with `unsafe`, raw device pointers with a shape and strides (PyTorch's
 //! `data_ptr()`, a DLPack tensor).
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, DeviceSlice, SyncOnDrop, sys};
 
 use crate::dsl::ir::DType;
-use crate::tensor::{AnyTensor, AnyTensorMut, Element, TensorMut, TensorRef, checked_len, span_bytes};
+use crate::tensor::{AnyTensor, AnyTensorMut, Element, RowSlices, TensorMut, TensorRef, checked_len, span_bytes};
 use crate::{Error, Stream};
 
 /// A cudarc view (of a `CudaSlice`: `slice.as_view()`, `slice.slice(a..b)`)
@@ -198,6 +199,33 @@ impl<T: Element> AnyTensorMut for TensorViewMut<'_, T> {
     }
     fn as_any(&self) -> &dyn AnyTensor {
         self
+    }
+}
+
+impl<T: Element> RawTensor<'_, T> {
+    /// Rows `range` of the same memory, borrowed from `self` (the caller's
+    /// promise covers every part of the span it made).
+    fn sub_rows(&self, range: Range<usize>) -> Result<RawTensor<'_, T>, Error> {
+        let (start, shape) = crate::tensor::row_range(&self.shape, &range)?;
+        Ok(RawTensor {
+            // Within the span `new` checked, so no overflow.
+            address: self.address + (start * std::mem::size_of::<T>()) as u64,
+            shape,
+            stream: self.stream.clone(),
+            ordinal: self.ordinal,
+            _borrow: std::marker::PhantomData,
+        })
+    }
+}
+
+// Shared rows are handed out as inputs only (the opaque type hides that a
+// `RawTensor` could be written); writable rows need `&mut self`.
+impl<T: Element> RowSlices<T> for RawTensor<'_, T> {
+    fn row_slice(&self, range: Range<usize>) -> Result<impl TensorRef<T> + '_, Error> {
+        self.sub_rows(range)
+    }
+    fn row_slice_mut(&mut self, range: Range<usize>) -> Result<impl TensorMut<T> + '_, Error> {
+        self.sub_rows(range)
     }
 }
 

@@ -46,4 +46,4 @@ pub use half::bf16;
 pub use kernel::{ArgDesc, Choice, Kernel, MAP_K, ParamInfo, Problem, Raster, Variant, check_args, gemm_problem};
 pub use partials::{ColPartials, LsePartials, RowPartials};
 pub use stream::{LaunchKind, Launches, Stream};
-pub use tensor::{AnyTensor, AnyTensorMut, Element, Rows, RowsMut, Tensor, TensorArg, TensorMut, TensorRef};
+pub use tensor::{AnyTensor, AnyTensorMut, Element, RowSlices, Rows, RowsMut, Tensor, TensorArg, TensorMut, TensorRef};

@@ -126,7 +126,7 @@ impl<T: Element> Tensor<T> {
 }
 
 /// The element offset and shape of rows `range` of a tensor of `shape`.
-fn row_range(shape: &[usize], range: &Range<usize>) -> Result<(usize, Vec<usize>), Error> {
+pub(crate) fn row_range(shape: &[usize], range: &Range<usize>) -> Result<(usize, Vec<usize>), Error> {
     let Some(&rows) = shape.first() else {
         return Err(Error::arg("rows", "a rank-0 tensor has no rows"));
     };
@@ -137,6 +137,25 @@ fn row_range(shape: &[usize], range: &Range<usize>) -> Result<(usize, Vec<usize>
     let mut sub = shape.to_vec();
     sub[0] = range.len();
     Ok((range.start * row, sub))
+}
+
+/// A tensor whose runs of whole rows (of its leading dimension) can be
+/// launch arguments: a chunk of tokens, say. A range that is empty or past
+/// the rows is [`Error::Arg`] `rows`.
+pub trait RowSlices<T: Element>: TensorRef<T> {
+    /// Rows `range`, as an input.
+    fn row_slice(&self, range: Range<usize>) -> Result<impl TensorRef<T> + '_, Error>;
+    /// Rows `range`, as an output.
+    fn row_slice_mut(&mut self, range: Range<usize>) -> Result<impl TensorMut<T> + '_, Error>;
+}
+
+impl<T: Element> RowSlices<T> for Tensor<T> {
+    fn row_slice(&self, range: Range<usize>) -> Result<impl TensorRef<T> + '_, Error> {
+        self.rows(range)
+    }
+    fn row_slice_mut(&mut self, range: Range<usize>) -> Result<impl TensorMut<T> + '_, Error> {
+        self.rows_mut(range)
+    }
 }
 
 /// A run of whole rows of a tensor, borrowed as a launch input.

@@ -1,0 +1,81 @@
+"""The LM-head tail as a differentiable PyTorch op: final RMSNorm → LM head
+→ mean cross-entropy, without the ``M × V`` logits.
+
+``head_loss(x, targets, gamma, w, eps)`` returns the mean loss over rows
+whose target is in ``[0, V)`` (others, such as -100, are ignored, as in
+``F.cross_entropy``; if every row is ignored the mean is NaN, as there).
+The forward runs ``coda_llama::head_forward_backward``: row chunks of
+``chunk_rows`` (a multiple of 256) each run the head GEMM once, its
+epilogue keeping online log-sum-exp partials and the chunk's bf16 logits,
+from which the gradients follow; so the gradients of ``x``, ``gamma`` and
+``w`` are computed in the forward, kept, and scaled by the loss's gradient
+in the backward (one pass instead of two, as fused-loss kernels do). It is
+the ``torch.library`` custom op ``coda_rs::head_loss`` with a fake
+implementation, opaque under ``torch.compile``.
+
+``x`` ``[M, d]`` bf16, ``targets`` ``[M]`` (any integer dtype, converted
+to int32), ``gamma`` ``[d]`` and ``w`` ``[V, d]`` bf16 (a ``Linear``
+weight), V and d multiples of 8; contiguous CUDA tensors of one device. The
+chunk buffers (two ``chunk_rows × V`` bf16 tensors and small ones) are
+allocated on the current stream for each call, outside PyTorch's allocator.
+
+Needs PyTorch.
+"""
+
+import torch
+
+from . import _coda
+from .block import _refuse, _rows
+
+__all__ = ["head_loss"]
+
+
+@torch.library.custom_op("coda_rs::head_loss", mutates_args=())
+def _head(
+    x: torch.Tensor, targets: torch.Tensor, gamma: torch.Tensor, w: torch.Tensor, eps: float, chunk_rows: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    (m, device), _ = _rows("x", x), _rows("w", w)
+    v, d = w.shape
+    if gamma.dim() != 1:
+        raise _refuse("gamma", f"shape {tuple(gamma.shape)} must be [d]")
+    e = lambda *shape, dtype=torch.float32: torch.empty(shape, dtype=dtype, device=x.device)  # noqa: E731
+    state = [e(m, d, dtype=torch.bfloat16), e(m), e(m), e(m), e(m), e(1)]
+    grads = [e(m, d, dtype=torch.bfloat16), e(d), e(v, d)]
+    if targets.dtype.is_floating_point:
+        raise _refuse("targets", f"has dtype {targets.dtype}; class ids are integers")
+    with torch.cuda.device(device):
+        _coda.head_forward_backward(
+            device, eps, chunk_rows, gamma.detach(), w.detach(), x.detach(), targets.detach().to(torch.int32), state, grads
+        )
+    return (state[5],) + tuple(grads)
+
+
+@_head.register_fake
+def _(x, targets, gamma, w, eps, chunk_rows):
+    (m, _), (v, d) = x.shape, w.shape
+    return x.new_empty(1, dtype=torch.float32), x.new_empty(m, d), x.new_empty(d, dtype=torch.float32), x.new_empty(v, d, dtype=torch.float32)
+
+
+def _setup_context(ctx, inputs, output):
+    x, targets, gamma, w, *_ = inputs
+    _, dx, dgamma, dw = output
+    ctx.save_for_backward(dx, dgamma, dw)
+    ctx.dtypes = (x.dtype, gamma.dtype, w.dtype)
+    ctx.mark_non_differentiable(dx, dgamma, dw)
+
+
+def _grad(ctx, dmean, *_):
+    dx, dgamma, dw = ctx.saved_tensors
+    g = dmean.reshape(())
+    tx, tg, tw = ctx.dtypes
+    return (g * dx).to(tx), None, (g * dgamma).to(tg), (g * dw).to(tw), None, None
+
+
+_head.register_autograd(_grad, setup_context=_setup_context)
+
+
+def head_loss(x, targets, gamma, w, eps=1e-5, chunk_rows=4096):
+    """The mean cross-entropy of ``RMSNorm(x)·γ`` through ``w`` against
+    ``targets``, a 0-dim f32 tensor; differentiable in ``x``, ``gamma``, ``w``."""
+    mean, *_ = torch.ops.coda_rs.head_loss(x, targets, gamma, w, eps, chunk_rows)
+    return mean.reshape(())

@@ -1,0 +1,52 @@
+//! The LM-head tail (`coda_llama::head_forward_backward`: final RMSNorm →
+//! LM head → mean cross-entropy, and its gradients, in chunks of rows
+//! without the `M × V` logits) on PyTorch tensors, borrowed through DLPack.
+
+use coda_llama::{HeadBackwardState, HeadGrads, HeadState, HeadWeights, Borrowed};
+use coda_runtime::{bf16, Error};
+use pyo3::prelude::*;
+
+use crate::block::import_all;
+use crate::{cublas, current_stream, keep_until_done, raw, retire, to_py};
+
+const STATE: [&str; 6] = ["u", "r", "lse", "target_logit", "loss", "mean"];
+const GRADS: [&str; 3] = ["dx", "dgamma", "dw"];
+
+/// The tail's forward and backward on PyTorch's current stream of `device`:
+/// `state` (written) in [`STATE`]'s order, `grads` (written) in [`GRADS`]';
+/// chunk buffers of `chunk_rows × V` are allocated on the stream per call.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub fn head_forward_backward(
+    py: Python<'_>,
+    device: usize,
+    eps: f32,
+    chunk_rows: usize,
+    gamma: Bound<'_, PyAny>,
+    w: Bound<'_, PyAny>,
+    x: Bound<'_, PyAny>,
+    targets: Bound<'_, PyAny>,
+    state: Vec<Bound<'_, PyAny>>,
+    grads: Vec<Bound<'_, PyAny>>,
+) -> PyResult<()> {
+    let (s, stream) = current_stream(py, device)?;
+    retire();
+    let inputs = import_all(py, "inputs", &["gamma", "w", "x", "targets"], &[gamma, w, x, targets], device, stream)?;
+    let st = import_all(py, "state", &STATE, &state, device, stream)?;
+    let gr = import_all(py, "grads", &GRADS, &grads, device, stream)?;
+    let run = || -> Result<(), Error> {
+        let h = HeadWeights::<Borrowed>::from_parts(raw::<bf16>(&s, "gamma", &inputs[0])?, raw::<bf16>(&s, "w", &inputs[1])?, eps)?;
+        let x = raw::<bf16>(&s, "x", &inputs[2])?;
+        let targets = raw::<i32>(&s, "targets", &inputs[3])?;
+        let f = |i: usize| raw::<f32>(&s, STATE[i], &st[i]);
+        let mut fs = HeadState::<Borrowed>::from_parts(&h, raw::<bf16>(&s, "u", &st[0])?, f(1)?, f(2)?, f(3)?, f(4)?, f(5)?)?;
+        let f = |i: usize| raw::<f32>(&s, GRADS[i], &gr[i]);
+        let mut g = HeadGrads::<Borrowed>::from_parts(&h, raw::<bf16>(&s, "dx", &gr[0])?, f(1)?, f(2)?)?;
+        let mut bs = HeadBackwardState::with_blas(&s, &h, fs.tokens, chunk_rows, cublas(&s)?)?;
+        coda_llama::head_forward_backward(&s, &h, &x, &targets, &mut fs, &mut bs, &mut g)
+    };
+    let result = run().map_err(|e| to_py(py, e));
+    // A launch after the first may fail: what was enqueued still reads and writes these.
+    keep_until_done(py, &s, inputs.into_iter().chain(st).chain(gr).collect())?;
+    result
+}

@@ -1,0 +1,96 @@
+"""The LM-head tail op (``coda_rs.head``) on an H100/H200 with PyTorch: the
+mean loss and the gradients of ``x``, ``gamma`` and ``w`` against the same
+tail in plain PyTorch (``F.cross_entropy`` with ignored targets)
+differentiated by autograd in f64, with the project's criterion (the
+yardstick: that tail op by op in bf16); several row chunks; bitwise
+repeatable; ``torch.compile(fullgraph=True)`` bit for bit as eager;
+refusals name their argument."""
+
+import unittest
+
+try:
+    import torch
+
+    GPU = torch.cuda.is_available()
+except ImportError:  # CI installs no torch: this file is for the GPU machine
+    GPU = False
+
+if GPU:
+    import torch.nn.functional as F
+
+    from coda_rs import ArgumentError
+    from coda_rs.head import head_loss
+
+NAMES = ["loss", "dx", "dgamma", "dw"]
+EPS = 1e-5
+
+
+def reference(x, targets, gamma, w):
+    h = x * torch.rsqrt((x * x).mean(-1, keepdim=True) + EPS) * gamma
+    return F.cross_entropy(h @ w.T, targets, ignore_index=-100)
+
+
+@unittest.skipUnless(GPU, "needs a CUDA GPU and PyTorch")
+class HeadOp(unittest.TestCase):
+    def setUp(self):
+        # 700 rows: chunks of 256, 256 and 188; one row in ten ignored.
+        m, d, v = 700, 256, 1000
+        g = torch.Generator(device="cuda").manual_seed(21)
+        u = lambda *s, lo=-1.0, hi=1.0: (torch.rand(*s, generator=g, device="cuda") * (hi - lo) + lo).bfloat16()  # noqa: E731
+        self.x, self.gamma, self.w = u(m, d), u(d, lo=0.5, hi=1.5), u(v, d, lo=-0.2, hi=0.2)
+        self.targets = torch.randint(0, v, (m,), generator=g, device="cuda")
+        self.targets[torch.rand(m, generator=g, device="cuda") < 0.1] = -100
+
+    def run_tail(self, dtype, fn):
+        leaves = [t.detach().to(dtype).requires_grad_() for t in (self.x, self.gamma, self.w)]
+        x, gamma, w = leaves
+        loss = fn(x, self.targets, gamma, w)
+        loss.backward()
+        return [loss.detach()] + [t.grad for t in leaves]
+
+    def test_loss_and_gradients_against_f64(self):
+        coda = lambda x, t, gamma, w: head_loss(x, t, gamma, w, EPS, chunk_rows=256)  # noqa: E731
+        ours, again = self.run_tail(torch.bfloat16, coda), self.run_tail(torch.bfloat16, coda)
+        exact, bf16 = self.run_tail(torch.float64, reference), self.run_tail(torch.bfloat16, reference)
+        for name, o, a, e, y in zip(NAMES, ours, again, exact, bf16):
+            self.assertEqual(o.shape, e.shape, name)
+            self.assertTrue(torch.equal(o, a), f"{name} differs between two runs")
+            err = (o.double() - e).abs().max().item()
+            yardstick = (y.double() - e).abs().max().item()
+            print(f"  {name}: max err {err:.3e}, bf16 op-by-op {yardstick:.3e}")
+            self.assertLessEqual(err, 2 * yardstick + 1e-6, name)
+
+    def test_compiled_matches_eager(self):
+        def loss(x, t, gamma, w):
+            return head_loss(x, t, gamma, w, EPS, 256)
+
+        results = []
+        for fn in (loss, torch.compile(loss, fullgraph=True)):
+            results.append(self.run_tail(torch.bfloat16, fn))
+        for name, e, c in zip(NAMES, *results):
+            self.assertTrue(torch.equal(e, c), f"{name} differs between eager and torch.compile")
+
+    def test_every_target_ignored_gives_nan_as_pytorch(self):
+        t = torch.full_like(self.targets, -100)
+        ours = head_loss(self.x, t, self.gamma, self.w)
+        self.assertTrue(torch.isnan(ours).item() and torch.isnan(reference(self.x.double(), t, self.gamma.double(), self.w.double())).item())
+
+    def test_refusals_name_their_argument(self):
+        def refused(name, x=None, targets=None, gamma=None, w=None, chunk_rows=256):
+            with self.assertRaises(ArgumentError) as e:
+                head_loss(self.x if x is None else x, self.targets if targets is None else targets,
+                          self.gamma if gamma is None else gamma, self.w if w is None else w, EPS, chunk_rows)
+            self.assertEqual(e.exception.argument, name, str(e.exception))
+            print(f"  {name}: {e.exception}")
+
+        refused("w", w=self.w[:, :-8].contiguous())
+        refused("w", w=self.w[:-4].contiguous())
+        refused("x", x=self.x[:, :-8].contiguous())
+        refused("targets", targets=self.targets.float())
+        refused("targets", targets=self.targets[:-1])
+        refused("chunk_rows", chunk_rows=100)
+        refused("x", x=self.x.cpu())
+
+
+if __name__ == "__main__":
+    unittest.main()
