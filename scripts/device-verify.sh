@@ -4,16 +4,18 @@
 # (`gpu_user`), the Python wheel's tests on PyTorch tensors (`python`: the
 # wheel in BIN_DIR installed with pip), the random-program batch, a fresh timed
 # search at every shape of the shipped H200 tuning cache (its result is the
-# new coda-llama/tuning/nvidia-h200.json), and `coda bench` with that cache.
-# Usage: [PARTS="gpu user python random tune bench"] scripts/device-verify.sh BIN_DIR OUT_DIR
+# new coda-llama/tuning/nvidia-h200.json), `coda bench` with that cache, and
+# the training comparison (`train`: bench/train/run.sh with the wheel, its
+# variants TRAIN_VARIANTS, its arguments TRAIN_ARGS).
+# Usage: [PARTS="gpu user python random tune bench train"] scripts/device-verify.sh BIN_DIR OUT_DIR
 # BIN_DIR holds the release binaries `gpu`, `gpu_user`, `gpu_random` and
-# `coda`, and the wheel `coda_rs-*.whl`; PARTS (default all six) splits the
+# `coda`, and the wheel `coda_rs-*.whl`; PARTS (default all seven) splits the
 # work across calls of the 10-minute limit.
 # `bench` alone uses the cache OUT_DIR/tuning.json if an earlier `tune` left one there.
 set -uo pipefail
 bin=$1 out=$2
 here=$(dirname "$0")
-parts=" ${PARTS:-gpu user python random tune bench} "
+parts=" ${PARTS:-gpu user python random tune bench train} "
 part() { [[ "$parts" == *" $1 "* ]]; }
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$out/gpu-info.txt" 2>&1
@@ -27,15 +29,22 @@ if part user && [[ -x "$bin/gpu_user" ]]; then
   echo "gpu_user exit $?"
 fi
 wheel=$(ls "$bin"/coda_rs-*.whl 2>/dev/null | head -1)
+site=$(mktemp -d)
+[[ -n "$wheel" ]] && python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" "$wheel" > "$out/pip.log" 2>&1
 if part python && [[ -n "$wheel" ]]; then
-  site=$(mktemp -d)
-  python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" "$wheel" > "$out/python.log" 2>&1
-  (cd "$here/../coda-python/tests" && PYTHONPATH="$site" PYTHONUNBUFFERED=1 python3 -m unittest -v test_gpu test_cpu) >> "$out/python.log" 2>&1
+  (cd "$here/../coda-python/tests" && PYTHONPATH="$site" PYTHONUNBUFFERED=1 python3 -m unittest discover -v -p "test_*.py") > "$out/python.log" 2>&1
   echo "python exit $?"
 fi
 if part random && [[ -x "$bin/gpu_random" ]]; then
   "$here/device-run.sh" "$bin/gpu_random" > "$out/random.log" 2>&1
   echo "gpu_random exit $?"
+fi
+if part train && [[ -n "$wheel" ]]; then
+  # shellcheck disable=SC2086  # a list of variants
+  PYTHONPATH="$site" PYTHONUNBUFFERED=1 "$here/../bench/train/run.sh" "$out/train" \
+    ${TRAIN_VARIANTS:-plain:none:0 plain:none:1 coda:none:0 plain:default:0 coda:default:0 plain:max-autotune:0 coda:max-autotune:0} \
+    > "$out/train.log" 2>&1
+  echo "train exit $?"
 fi
 [[ -x "$bin/coda" ]] || exit 0
 if part tune; then
@@ -65,4 +74,5 @@ fi
 grep -E "^FAIL" "$out/gpu.log" "$out/user.log" "$out/random.log" 2>/dev/null | head -20
 tail -1 "$out/gpu.log" "$out/user.log" "$out/random.log" 2>/dev/null
 tail -4 "$out/python.log" 2>/dev/null
+tail -12 "$out/train.log" 2>/dev/null
 grep -v "cuBLASLt$" "$out/bench.log" | tail -50

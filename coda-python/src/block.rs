@@ -8,7 +8,7 @@ use coda_runtime::{Stream, bf16};
 use dlpark::python::ImportedDlpack;
 use pyo3::prelude::*;
 
-use crate::{argument_error, cublas, current_stream, import, keep_until_done, raw, retire, to_py};
+use crate::{Current, argument_error, cublas, current_stream, import, raw, to_py};
 
 /// A block's shapes as Python passes them:
 /// `(hidden, ffn, heads, kv_heads, head_dim, eps, rope_theta)`.
@@ -41,12 +41,12 @@ pub(crate) fn import_all(
     names: &[&str],
     tensors: &[Bound<'_, PyAny>],
     device: usize,
-    stream: usize,
+    on: &Current<'_>,
 ) -> PyResult<Vec<ImportedDlpack>> {
     if tensors.len() != names.len() {
         return Err(argument_error(py, what, &format!("{} tensors given, want {} ({})", tensors.len(), names.len(), names.join(", "))));
     }
-    names.iter().zip(tensors).map(|(name, t)| import(py, name, t, device, stream)).collect()
+    names.iter().zip(tensors).map(|(name, t)| import(py, name, t, device, &on)).collect()
 }
 
 const WEIGHTS: [&str; 7] = ["wo", "gamma1", "w_gate_up", "w_down", "gamma2", "w_qkv", "rope_freq"];
@@ -77,28 +77,22 @@ pub fn block_forward(
     state: Vec<Bound<'_, PyAny>>,
 ) -> PyResult<()> {
     let c = self::config(py, config)?;
-    let (s, stream) = current_stream(py, device)?;
-    retire();
-    let w = import_all(py, "weights", &WEIGHTS, &weights, device, stream)?;
-    let st = import_all(py, "state", &STATE, &state, device, stream)?;
-    let inputs = import_all(py, "inputs", &["attn", "x0", "pos"], &[attn, x0, pos], device, stream)?;
-    let result = (|| {
-        let bw = self::weights(py, &s, c, &w)?;
-        let b = |i: usize| raw::<bf16>(&s, STATE[i], &st[i]);
-        let f = |i: usize| raw::<f32>(&s, STATE[i], &st[i]);
-        let parts = || BlockState::<Borrowed>::from_parts(&c, b(0)?, b(1)?, f(2)?, b(3)?, b(4)?, b(5)?, b(6)?, f(7)?, b(8)?);
-        let mut bs = parts().map_err(|e| to_py(py, e))?;
-        let mut run = || {
-            let attn = raw::<bf16>(&s, "attn", &inputs[0])?;
-            let x0 = raw::<bf16>(&s, "x0", &inputs[1])?;
-            let pos = raw::<f32>(&s, "pos", &inputs[2])?;
-            coda_llama::block_forward(&s, &bw, &attn, &x0, &pos, &mut bs)
-        };
-        run().map_err(|e| to_py(py, e))
-    })();
-    // A launch after the first may fail: what was enqueued still reads and writes these.
-    keep_until_done(py, &s, w.into_iter().chain(st).chain(inputs).collect())?;
-    result
+    let on = current_stream(py, device)?;
+    let s = on.stream.clone();
+    let w = import_all(py, "weights", &WEIGHTS, &weights, device, &on)?;
+    let st = import_all(py, "state", &STATE, &state, device, &on)?;
+    let inputs = import_all(py, "inputs", &["attn", "x0", "pos"], &[attn, x0, pos], device, &on)?;
+    let bw = self::weights(py, &s, c, &w)?;
+    let b = |i: usize| raw::<bf16>(&s, STATE[i], &st[i]);
+    let f = |i: usize| raw::<f32>(&s, STATE[i], &st[i]);
+    let run = || {
+        let mut bs = BlockState::<Borrowed>::from_parts(&c, b(0)?, b(1)?, f(2)?, b(3)?, b(4)?, b(5)?, b(6)?, f(7)?, b(8)?)?;
+        let attn = raw::<bf16>(&s, "attn", &inputs[0])?;
+        let x0 = raw::<bf16>(&s, "x0", &inputs[1])?;
+        let pos = raw::<f32>(&s, "pos", &inputs[2])?;
+        coda_llama::block_forward(&s, &bw, &attn, &x0, &pos, &mut bs)
+    };
+    run().map_err(|e| to_py(py, e))
 }
 
 /// The block backward on PyTorch's current stream of `device`: `saved`, the
@@ -120,34 +114,30 @@ pub fn block_backward(
     grads: Vec<Bound<'_, PyAny>>,
 ) -> PyResult<()> {
     let c = self::config(py, config)?;
-    let (s, stream) = current_stream(py, device)?;
-    retire();
-    let w = import_all(py, "weights", &WEIGHTS, &weights, device, stream)?;
-    let sv = import_all(py, "saved", &SAVED, &saved, device, stream)?;
-    let wk = import_all(py, "work", &WORK, &work, device, stream)?;
-    let gr = import_all(py, "grads", &GRADS, &grads, device, stream)?;
-    let inputs = import_all(py, "inputs", &["attn", "pos", "dx2", "dqkv"], &[attn, pos, dx2, dqkv], device, stream)?;
-    let result = (|| {
-        let bw = self::weights(py, &s, c, &w)?;
-        let run = || {
-            let b = |i: usize| raw::<bf16>(&s, SAVED[i], &sv[i]);
-            let f = |i: usize| raw::<f32>(&s, SAVED[i], &sv[i]);
-            // `u1` and `u2` stand in as `x1` and `x2` again: the backward reads neither.
-            let fwd = BlockState::<Borrowed>::from_parts(&c, b(0)?, b(0)?, f(1)?, b(2)?, b(3)?, b(4)?, b(4)?, f(5)?, b(6)?)?;
-            let b = |i: usize| raw::<bf16>(&s, WORK[i], &wk[i]);
-            let f = |i: usize| raw::<f32>(&s, WORK[i], &wk[i]);
-            let mut bs = BackwardState::<Borrowed>::from_parts(&s, &c, cublas(&s)?, b(0)?, f(1)?, b(2)?, b(3)?, b(4)?, f(5)?, b(6)?)?;
-            let b = |i: usize| raw::<bf16>(&s, GRADS[i], &gr[i]);
-            let f = |i: usize| raw::<f32>(&s, GRADS[i], &gr[i]);
-            let mut g = BlockGrads::<Borrowed>::from_parts(&c, b(0)?, b(1)?, f(2)?, f(3)?, f(4)?, f(5)?, f(6)?, f(7)?)?;
-            let attn = raw::<bf16>(&s, "attn", &inputs[0])?;
-            let pos = raw::<f32>(&s, "pos", &inputs[1])?;
-            let dx2 = raw::<bf16>(&s, "dx2", &inputs[2])?;
-            let dqkv = raw::<bf16>(&s, "dqkv", &inputs[3])?;
-            coda_llama::block_backward(&s, &bw, &fwd, &attn, &pos, &dx2, &dqkv, &mut bs, &mut g)
-        };
-        run().map_err(|e| to_py(py, e))
-    })();
-    keep_until_done(py, &s, w.into_iter().chain(sv).chain(wk).chain(gr).chain(inputs).collect())?;
-    result
+    let on = current_stream(py, device)?;
+    let s = on.stream.clone();
+    let w = import_all(py, "weights", &WEIGHTS, &weights, device, &on)?;
+    let sv = import_all(py, "saved", &SAVED, &saved, device, &on)?;
+    let wk = import_all(py, "work", &WORK, &work, device, &on)?;
+    let gr = import_all(py, "grads", &GRADS, &grads, device, &on)?;
+    let inputs = import_all(py, "inputs", &["attn", "pos", "dx2", "dqkv"], &[attn, pos, dx2, dqkv], device, &on)?;
+    let bw = self::weights(py, &s, c, &w)?;
+    let run = || {
+        let b = |i: usize| raw::<bf16>(&s, SAVED[i], &sv[i]);
+        let f = |i: usize| raw::<f32>(&s, SAVED[i], &sv[i]);
+        // `u1` and `u2` stand in as `x1` and `x2` again: the backward reads neither.
+        let fwd = BlockState::<Borrowed>::from_parts(&c, b(0)?, b(0)?, f(1)?, b(2)?, b(3)?, b(4)?, b(4)?, f(5)?, b(6)?)?;
+        let b = |i: usize| raw::<bf16>(&s, WORK[i], &wk[i]);
+        let f = |i: usize| raw::<f32>(&s, WORK[i], &wk[i]);
+        let mut bs = BackwardState::<Borrowed>::from_parts(&s, &c, cublas(&s)?, b(0)?, f(1)?, b(2)?, b(3)?, b(4)?, f(5)?, b(6)?)?;
+        let b = |i: usize| raw::<bf16>(&s, GRADS[i], &gr[i]);
+        let f = |i: usize| raw::<f32>(&s, GRADS[i], &gr[i]);
+        let mut g = BlockGrads::<Borrowed>::from_parts(&c, b(0)?, b(1)?, f(2)?, f(3)?, f(4)?, f(5)?, f(6)?, f(7)?)?;
+        let attn = raw::<bf16>(&s, "attn", &inputs[0])?;
+        let pos = raw::<f32>(&s, "pos", &inputs[1])?;
+        let dx2 = raw::<bf16>(&s, "dx2", &inputs[2])?;
+        let dqkv = raw::<bf16>(&s, "dqkv", &inputs[3])?;
+        coda_llama::block_backward(&s, &bw, &fwd, &attn, &pos, &dx2, &dqkv, &mut bs, &mut g)
+    };
+    run().map_err(|e| to_py(py, e))
 }

@@ -7,7 +7,7 @@ use coda_runtime::{bf16, Error};
 use pyo3::prelude::*;
 
 use crate::block::import_all;
-use crate::{cublas, current_stream, keep_until_done, raw, retire, to_py};
+use crate::{cublas, current_stream, raw, to_py};
 
 const STATE: [&str; 6] = ["u", "r", "lse", "target_logit", "loss", "mean"];
 const GRADS: [&str; 3] = ["dx", "dgamma", "dw"];
@@ -29,11 +29,11 @@ pub fn head_forward_backward(
     state: Vec<Bound<'_, PyAny>>,
     grads: Vec<Bound<'_, PyAny>>,
 ) -> PyResult<()> {
-    let (s, stream) = current_stream(py, device)?;
-    retire();
-    let inputs = import_all(py, "inputs", &["gamma", "w", "x", "targets"], &[gamma, w, x, targets], device, stream)?;
-    let st = import_all(py, "state", &STATE, &state, device, stream)?;
-    let gr = import_all(py, "grads", &GRADS, &grads, device, stream)?;
+    let on = current_stream(py, device)?;
+    let s = on.stream.clone();
+    let inputs = import_all(py, "inputs", &["gamma", "w", "x", "targets"], &[gamma, w, x, targets], device, &on)?;
+    let st = import_all(py, "state", &STATE, &state, device, &on)?;
+    let gr = import_all(py, "grads", &GRADS, &grads, device, &on)?;
     let run = || -> Result<(), Error> {
         let h = HeadWeights::<Borrowed>::from_parts(raw::<bf16>(&s, "gamma", &inputs[0])?, raw::<bf16>(&s, "w", &inputs[1])?, eps)?;
         let x = raw::<bf16>(&s, "x", &inputs[2])?;
@@ -45,8 +45,5 @@ pub fn head_forward_backward(
         let mut bs = HeadBackwardState::with_blas(&s, &h, fs.tokens, chunk_rows, cublas(&s)?)?;
         coda_llama::head_forward_backward(&s, &h, &x, &targets, &mut fs, &mut bs, &mut g)
     };
-    let result = run().map_err(|e| to_py(py, e));
-    // A launch after the first may fail: what was enqueued still reads and writes these.
-    keep_until_done(py, &s, inputs.into_iter().chain(st).chain(gr).collect())?;
-    result
+    run().map_err(|e| to_py(py, e))
 }

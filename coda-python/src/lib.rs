@@ -10,13 +10,11 @@
 mod block;
 mod head;
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use coda_runtime::cudarc::driver::sys::{CUevent_flags, CUstreamCaptureStatus, cuStreamIsCapturing};
-use coda_runtime::cudarc::driver::CudaEvent;
+use coda_runtime::cudarc::driver::sys::{CUstreamCaptureStatus, cuStreamIsCapturing};
 use dlpark::ffi::{DLDevice, DLDeviceType};
 use dlpark::python::consumer::stream::{self as dlpack_stream, DlpackStream, StreamArg};
 use dlpark::DlpackElement;
@@ -61,15 +59,22 @@ fn kernel(py: Python<'_>, name: &str) -> PyResult<&'static Kernel> {
     })
 }
 
-/// The `Stream` for PyTorch's current stream of `device` (asked of PyTorch
-/// here, so no stream handle crosses from Python code), and that handle.
-/// Made once per (device, stream) so that its workspace and zero operands are
-/// reused across launches, as PyTorch reuses its streams: they come from
-/// pools it never destroys (an `ExternalStream`'s owner must keep it alive
-/// as long as it launches CODA programs on it). A stream being captured
-/// into a CUDA graph is refused: the workspace a launch may allocate on it
-/// would belong to the graph.
-fn current_stream(py: Python<'_>, device: usize) -> PyResult<(Arc<Stream>, usize)> {
+/// PyTorch's current stream of a device: CODA's `Stream` over it, its raw
+/// handle and the `torch.cuda.Stream` object.
+pub(crate) struct Current<'py> {
+    pub(crate) stream: Arc<Stream>,
+    raw: usize,
+    torch: Bound<'py, PyAny>,
+}
+
+/// The current stream of `device` (asked of PyTorch here, so no stream
+/// handle crosses from Python code). Its `Stream` is made once per (device,
+/// stream) so that its workspace and zero operands are reused across
+/// launches, as PyTorch reuses its streams: they come from pools it never
+/// destroys (an `ExternalStream`'s owner must keep it alive as long as it
+/// launches CODA programs on it). A stream being captured into a CUDA graph
+/// is refused: the workspace a launch may allocate on it would belong to the graph.
+fn current_stream<'py>(py: Python<'py>, device: usize) -> PyResult<Current<'py>> {
     static STREAMS: OnceLock<Mutex<HashMap<(usize, usize), Arc<Stream>>>> = OnceLock::new();
     let unusable = |e: PyErr| CodaError::new_err(format!("launches need PyTorch with CUDA: {e}"));
     let torch = py.import("torch").map_err(unusable)?;
@@ -94,35 +99,7 @@ fn current_stream(py: Python<'_>, device: usize) -> PyResult<(Arc<Stream>, usize
     if status != CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE {
         return Err(CodaError::new_err("the current stream is capturing a CUDA graph; CODA launches cannot be captured yet"));
     }
-    Ok((s, raw))
-}
-
-/// The imported tensors of a launch, kept until it has run: releasing one
-/// releases the producer's reference, after which PyTorch's allocator may
-/// hand the memory to other work (on any stream, if the tensor was made on
-/// another one than the launch's).
-struct InFlight {
-    done: CudaEvent,
-    _tensors: Vec<ImportedDlpack>,
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        // Normally already complete (see `retire`); at thread exit, wait. An
-        // error here means the context is gone, and its work with it.
-        let _ = self.done.synchronize();
-    }
-}
-
-thread_local! {
-    /// Per thread: imported DLPack tensors are not `Send`. PyTorch's deleters
-    /// free C++ objects only, so dropping them needs no GIL.
-    static IN_FLIGHT: RefCell<Vec<InFlight>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Releases the tensors of this thread's launches that have completed.
-fn retire() {
-    IN_FLIGHT.with(|q| q.borrow_mut().retain(|f| !f.done.is_complete()));
+    Ok(Current { stream: s, raw, torch: current })
 }
 
 /// The consumer stream a DLPack producer is asked to make its data ready on.
@@ -164,17 +141,22 @@ fn check_cuda(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>, device: Option
 }
 
 /// `obj`, a `torch.Tensor` on CUDA device `device`, imported through
-/// DLPack with its data ready on `raw`, without a copy.
-fn import(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>, device: usize, raw: usize) -> PyResult<ImportedDlpack> {
+/// DLPack with its data ready on the current stream `on`, without a copy.
+/// The tensor's memory is marked as used on `on` (`Tensor.record_stream`),
+/// as a PyTorch op on another stream than the tensor's would: freed while
+/// a launch enqueued here has not run, PyTorch's allocator hands it to
+/// other work only after that launch (on the tensor's own stream the
+/// stream order alone ensures it).
+fn import(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>, device: usize, on: &Current<'_>) -> PyResult<ImportedDlpack> {
     check_cuda(py, name, obj, Some(device))?;
-    // Only PyTorch's allocator is known to keep memory whose reference
-    // `InFlight` holds, and only its deleters are safe without the GIL.
+    // Only PyTorch's allocator is known to honour `record_stream`.
     if !obj.is_instance(&py.import("torch")?.getattr("Tensor")?)? {
         let kind = obj.get_type().name()?;
         return Err(argument_error(py, name, &format!("is a {kind}; pass a torch.Tensor")));
     }
+    obj.call_method1("record_stream", (&on.torch,))?;
     let request = ImportRequest::new(obj.as_borrowed())?;
-    request.import(Some(&ConsumerStream(raw)), Some(false)).map_err(|e| argument_error(py, name, &format!("DLPack import failed: {e}")))
+    request.import(Some(&ConsumerStream(on.raw)), Some(false)).map_err(|e| argument_error(py, name, &format!("DLPack import failed: {e}")))
 }
 
 /// An imported tensor as a launch argument of its parameter's dtype.
@@ -187,9 +169,9 @@ enum Raw<'a> {
 /// An imported tensor as a launch argument of element type `T` named `name`.
 fn raw<'a, T: Element + DlpackElement>(stream: &Stream, name: &str, t: &'a ImportedDlpack) -> Result<RawTensor<'a, T>, Error> {
     // SAFETY: the producer made the data ready on `stream` (`import`), the
-    // launch is enqueued on `stream`, and `launch` keeps every imported
-    // tensor (PyTorch's reference to its memory) until an event recorded
-    // after the launch has completed (`InFlight`).
+    // launch is enqueued on `stream`, and PyTorch's allocator reuses the
+    // memory only after the work enqueued on `stream` before its free
+    // (`import` recorded the stream on the tensor).
     let raw = unsafe {
         match t {
             ImportedDlpack::Legacy(m) => RawTensor::from_dlpack(stream, m),
@@ -290,18 +272,19 @@ fn cuda_device(py: Python<'_>, name: &str, tensor: &Bound<'_, PyAny>) -> PyResul
 #[allow(clippy::type_complexity)]
 fn plan(py: Python<'_>, program: &str, device: usize, operands: Vec<Bound<'_, PyAny>>) -> PyResult<((usize, u32, u8), Vec<Vec<usize>>)> {
     let k = kernel(py, program)?;
-    let (s, stream) = current_stream(py, device)?;
+    let on = current_stream(py, device)?;
+    let s = on.stream.clone();
     let problem = if k.is_map() {
         let Some(p) = k.params().iter().find(|p| !p.output && p.shape == coda_runtime::dsl::ir::Shape::Tile) else {
             return Err(argument_error(py, "program", "a map program without a Tile input"));
         };
         let [tile] = &operands[..] else { return Err(argument_error(py, p.name, "a map program takes its first tile as the operand")) };
-        let imported = import(py, p.name, tile, device, stream)?;
+        let imported = import(py, p.name, tile, device, &on)?;
         let raw = Raw::new(&s, p.name, p.dtype, &imported).map_err(|e| to_py(py, e))?;
         k.map_shape(raw.any()).map_err(|e| to_py(py, e))?
     } else {
         let [a, b] = &operands[..] else { return Err(argument_error(py, "a", "a GEMM program takes `a` and `b`")) };
-        let (ia, ib) = (import(py, "a", a, device, stream)?, import(py, "b", b, device, stream)?);
+        let (ia, ib) = (import(py, "a", a, device, &on)?, import(py, "b", b, device, &on)?);
         let ra = raw::<bf16>(&s, "a", &ia).map_err(|e| to_py(py, e))?;
         let rb = raw::<bf16>(&s, "b", &ib).map_err(|e| to_py(py, e))?;
         k.gemm_shape(&ra, &rb).map_err(|e| to_py(py, e))?
@@ -342,14 +325,14 @@ fn launch(
     if tensors.len() != k.params().len() {
         return Err(argument_error(py, "tensors", &format!("{} given, {} has {} parameters", tensors.len(), k.name(), k.params().len())));
     }
-    let (s, stream) = current_stream(py, device)?;
-    retire();
+    let on = current_stream(py, device)?;
+    let s = on.stream.clone();
     let operands = match (a, b) {
-        (Some(a), Some(b)) => Some((import(py, "a", &a, device, stream)?, import(py, "b", &b, device, stream)?)),
+        (Some(a), Some(b)) => Some((import(py, "a", &a, device, &on)?, import(py, "b", &b, device, &on)?)),
         (None, None) => None,
         _ => return Err(argument_error(py, "b", "`a` and `b` come together (a GEMM program) or not at all (a map program)")),
     };
-    let mut imported = k.params().iter().zip(&tensors).map(|(p, t)| import(py, p.name, t, device, stream)).collect::<PyResult<Vec<_>>>()?;
+    let imported = k.params().iter().zip(&tensors).map(|(p, t)| import(py, p.name, t, device, &on)).collect::<PyResult<Vec<_>>>()?;
     {
         let mut raws = k
             .params()
@@ -370,8 +353,8 @@ fn launch(
         // A refused launch enqueued nothing: its tensors may go at once.
         result.map_err(|e| to_py(py, e))?;
     }
-    imported.extend(operands.into_iter().flat_map(|(ia, ib)| [ia, ib]));
-    keep_until_done(py, &s, imported)
+    drop((imported, operands));
+    Ok(())
 }
 
 /// One cuBLAS handle per stream, shared by every backward on it (a handle
@@ -388,21 +371,6 @@ pub(crate) fn cublas(stream: &Arc<Stream>) -> Result<Arc<Cublas>, Error> {
     let h = Arc::new(Cublas::new(stream)?);
     handles.insert(key, h.clone());
     Ok(h)
-}
-
-/// Holds `imported` until the work enqueued on `s` so far has run.
-fn keep_until_done(py: Python<'_>, s: &Stream, imported: Vec<ImportedDlpack>) -> PyResult<()> {
-    match s.cuda().record_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING)) {
-        Ok(done) => {
-            IN_FLIGHT.with(|q| q.borrow_mut().push(InFlight { done, _tensors: imported }));
-            Ok(())
-        }
-        Err(e) => {
-            // Without an event, wait for the launches before their tensors go.
-            let _ = s.cuda().synchronize();
-            Err(to_py(py, e.into()))
-        }
-    }
 }
 
 /// A checkpoint weight's raw row-major bytes as elements of `N` bytes (the
@@ -511,6 +479,24 @@ fn qkv_to_checkpoint<'py>(
     by_itemsize!(py, itemsize, run(w, heads, kv_heads, head_dim, d))
 }
 
+/// `(used, peak)` bytes of `device`'s memory pool, where CODA allocates its
+/// own buffers (the LM-head tail's chunks, GEMM workspaces) and PyTorch's
+/// default allocator does not: add `peak` to `torch.cuda.max_memory_allocated`
+/// for a bound on a step's device memory.
+#[pyfunction]
+fn pool_memory(py: Python<'_>, device: usize) -> PyResult<(usize, usize)> {
+    let s = current_stream(py, device)?.stream;
+    let u = s.pool_usage().map_err(|e| to_py(py, e))?;
+    Ok((u.used, u.peak))
+}
+
+/// Starts `pool_memory`'s peak of `device` again from what is in use now.
+#[pyfunction]
+fn reset_pool_peak(py: Python<'_>, device: usize) -> PyResult<()> {
+    let s = current_stream(py, device)?.stream;
+    s.reset_pool_peak().map_err(|e| to_py(py, e))
+}
+
 #[pymodule]
 fn _coda(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(interleave_gate_up, m)?)?;
@@ -524,6 +510,8 @@ fn _coda(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cuda_device, m)?)?;
     m.add_function(wrap_pyfunction!(plan, m)?)?;
     m.add_function(wrap_pyfunction!(launch, m)?)?;
+    m.add_function(wrap_pyfunction!(pool_memory, m)?)?;
+    m.add_function(wrap_pyfunction!(reset_pool_peak, m)?)?;
     m.add_function(wrap_pyfunction!(block::block_check, m)?)?;
     m.add_function(wrap_pyfunction!(head::head_forward_backward, m)?)?;
     m.add_function(wrap_pyfunction!(block::block_rope_freq, m)?)?;

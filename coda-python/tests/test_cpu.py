@@ -135,5 +135,54 @@ class Converters(unittest.TestCase):
         self.assertEqual(e.exception.argument, "wk", str(e.exception))
 
 
+class StateDicts(unittest.TestCase):
+    """A whole model's weights, standard names to CODA's (blocks spanning
+    two layers) and back (numpy stands in for torch)."""
+
+    def setUp(self):
+        layers, self.heads, self.kv, hd, d, f, v = 3, 2, 1, 4, 6, 5, 16
+        rng = np.random.default_rng(1)
+        shapes = {"model.embed_tokens.weight": (v, d), "model.norm.weight": (d,), "lm_head.weight": (v, d)}
+        for i in range(layers):
+            a = f"model.layers.{i}."
+            shapes.update({a + "input_layernorm.weight": (d,), a + "post_attention_layernorm.weight": (d,),
+                           a + "self_attn.q_proj.weight": (self.heads * hd, d), a + "self_attn.k_proj.weight": (self.kv * hd, d),
+                           a + "self_attn.v_proj.weight": (self.kv * hd, d), a + "self_attn.o_proj.weight": (d, self.heads * hd),
+                           a + "mlp.gate_proj.weight": (f, d), a + "mlp.up_proj.weight": (f, d), a + "mlp.down_proj.weight": (d, f)})
+        self.sd = {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
+        self.layers = layers
+
+    def test_blocks_span_two_layers_and_map_back(self):
+        coda = coda_rs.llama.coda_state_dict(self.sd, self.layers, self.heads, self.kv)
+        self.assertEqual(sorted(k for k in coda if k.startswith("blocks.")),
+                         sorted(f"blocks.{i}.{w}" for i in range(2) for w in ("wo", "gamma1", "w_gate_up", "w_down", "gamma2", "w_qkv")))
+        # Block 1: layer 1's o_proj and MLP, layer 2's input norm and q/k/v.
+        np.testing.assert_array_equal(coda["blocks.1.wo"], self.sd["model.layers.1.self_attn.o_proj.weight"])
+        np.testing.assert_array_equal(coda["blocks.1.w_gate_up"][1::2], self.sd["model.layers.1.mlp.up_proj.weight"])
+        np.testing.assert_array_equal(coda["blocks.1.gamma2"], self.sd["model.layers.2.input_layernorm.weight"])
+        np.testing.assert_array_equal(coda["qkv0.gamma"], self.sd["model.layers.0.input_layernorm.weight"])
+        np.testing.assert_array_equal(coda["last.w_down"], self.sd["model.layers.2.mlp.down_proj.weight"])
+        np.testing.assert_array_equal(coda["head.w"], self.sd["lm_head.weight"])
+        back = coda_rs.llama.hf_state_dict(coda, self.layers, self.heads, self.kv)
+        self.assertEqual(sorted(back), sorted(self.sd))
+        for k, w in self.sd.items():
+            np.testing.assert_array_equal(back[k], w, k)
+
+    def test_missing_and_extra_weights_are_refused(self):
+        sd = dict(self.sd)
+        del sd["model.layers.1.self_attn.k_proj.weight"]
+        with self.assertRaises(coda_rs.ArgumentError) as e:
+            coda_rs.llama.coda_state_dict(sd, self.layers, self.heads, self.kv)
+        self.assertEqual(e.exception.argument, "state_dict")
+        self.assertIn("model.layers.1.self_attn.k_proj.weight", str(e.exception))
+        # A state dict of more layers than the model has.
+        with self.assertRaises(coda_rs.ArgumentError) as e:
+            coda_rs.llama.coda_state_dict(self.sd, 2, self.heads, self.kv)
+        self.assertIn("model.layers.2.", str(e.exception))
+        with self.assertRaises(coda_rs.ArgumentError) as e:
+            coda_rs.llama.coda_state_dict(self.sd, 0, self.heads, self.kv)
+        self.assertEqual(e.exception.argument, "layers")
+
+
 if __name__ == "__main__":
     unittest.main()

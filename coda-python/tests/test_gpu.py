@@ -107,6 +107,19 @@ class Programs(unittest.TestCase):
         criterion(self, "h", out["h"], self.acc64 + res_copy.double(), self.acc32.bfloat16() + res_copy)
         del junk
 
+    def test_tensors_dropped_on_their_stream_are_free_at_once(self):
+        """As after PyTorch's own ops: the memory of a queued launch's tensors
+        made on the launch's stream goes back to the allocator (reusable in
+        stream order) as soon as the caller drops them, not when the launch has run."""
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_allocated()
+        torch.cuda._sleep(200_000_000)  # the launch stays queued meanwhile
+        res, gamma = self.rand(M, N), self.rand(N, lo=0.5, hi=1.5)
+        out = coda_rs.launch("linear_residual_rms_partial", a=self.a, b=self.b, residual=res, gamma=gamma)
+        del res, gamma, out
+        self.assertEqual(torch.cuda.memory_allocated(), before)
+        torch.cuda.synchronize()
+
     def test_map_program_and_kn_layout(self):
         x, gamma = self.rand(M, N), self.rand(N, lo=0.5, hi=1.5)
         out = self.repeat_bitwise(lambda: coda_rs.launch("rms_input", x=x, gamma=gamma))

@@ -45,5 +45,5 @@ pub use error::Error;
 pub use half::bf16;
 pub use kernel::{ArgDesc, Choice, Kernel, MAP_K, ParamInfo, Problem, Raster, Variant, check_args, gemm_problem};
 pub use partials::{ColPartials, LsePartials, RowPartials};
-pub use stream::{LaunchKind, Launches, Stream};
+pub use stream::{LaunchKind, Launches, PoolUsage, Stream};
 pub use tensor::{AnyTensor, AnyTensorMut, Element, RowSlices, Rows, RowsMut, Tensor, TensorArg, TensorMut, TensorRef};

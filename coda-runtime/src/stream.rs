@@ -35,6 +35,13 @@ pub struct Stream {
     launches: [AtomicUsize; 3],
 }
 
+/// Device memory of a stream's memory pool (see [`Stream::pool_usage`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolUsage {
+    pub used: usize,
+    pub peak: usize,
+}
+
 /// Kernels enqueued on a stream so far, by kind (see [`Stream::launches`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Launches {
@@ -174,6 +181,43 @@ impl Stream {
     /// Counts one launch of `kind` (libraries count the vendor GEMMs they enqueue).
     pub fn count(&self, kind: LaunchKind) {
         self.launches[kind as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Bytes of the device's current memory pool in use now and at most
+    /// since the last [`Stream::reset_pool_peak`]. CODA's tensors, workspaces
+    /// and chunk buffers are allocated stream-ordered from that pool (on a
+    /// device with memory pools, as every Hopper has), so this is what CODA
+    /// holds beside a framework whose allocator does not use the pool
+    /// (PyTorch's default one does not).
+    pub fn pool_usage(&self) -> Result<PoolUsage, Error> {
+        let pool = self.pool()?;
+        let get = |attr| -> Result<usize, Error> {
+            let mut v: u64 = 0;
+            // SAFETY: a live pool; both attributes are written as a cuuint64_t.
+            unsafe { sys::cuMemPoolGetAttribute(pool, attr, (&raw mut v).cast()) }.result()?;
+            Ok(v as usize)
+        };
+        use sys::CUmemPool_attribute::{CU_MEMPOOL_ATTR_USED_MEM_CURRENT, CU_MEMPOOL_ATTR_USED_MEM_HIGH};
+        Ok(PoolUsage { used: get(CU_MEMPOOL_ATTR_USED_MEM_CURRENT)?, peak: get(CU_MEMPOOL_ATTR_USED_MEM_HIGH)? })
+    }
+
+    /// Starts [`PoolUsage::peak`] again from the bytes in use now.
+    pub fn reset_pool_peak(&self) -> Result<(), Error> {
+        let pool = self.pool()?;
+        let mut zero: u64 = 0;
+        // SAFETY: a live pool; the driver accepts only 0 for this attribute, as a cuuint64_t.
+        unsafe { sys::cuMemPoolSetAttribute(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH, (&raw mut zero).cast()) }
+            .result()?;
+        Ok(())
+    }
+
+    fn pool(&self) -> Result<sys::CUmemoryPool, Error> {
+        let ctx = self.stream.context();
+        ctx.bind_to_thread()?;
+        let mut pool = std::ptr::null_mut();
+        // SAFETY: the context's device is live and bound; `pool` is written once.
+        unsafe { sys::cuDeviceGetMemPool(&mut pool, ctx.cu_device()) }.result()?;
+        Ok(pool)
     }
 
     pub fn synchronize(&self) -> Result<(), Error> {

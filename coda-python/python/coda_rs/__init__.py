@@ -6,26 +6,34 @@ tensors, without copies (DLPack), on ``torch.cuda.current_stream()``. Every
 argument is checked before anything is launched; a broken rule raises
 ``ArgumentError`` (a ``ValueError``) whose ``argument`` attribute names the
 argument. Outputs not passed in are allocated with PyTorch and returned. Every
-tensor of a launch is kept alive until the launch has run, whatever the
-caller drops meanwhile.
+tensor of a launch is marked as used on the current stream
+(``Tensor.record_stream``), so one the caller drops before the launch has
+run is not reused under it, even if it was made on another stream.
 
 Partial outputs (``RowPartial``, ``ColPartial``, ``LsePartial``) are f32
 tensors laid out per output tile (``program_info`` gives each parameter's
 shape); ``row_sums``, ``col_sums`` and ``row_lse`` finish them.
 """
 
-from ._coda import ArgumentError, CodaError, program_info, programs
+from ._coda import ArgumentError, CodaError, pool_memory, program_info, programs, reset_pool_peak
 from . import _coda, llama
+from ._errors import argument_error
 
-__all__ = ["ArgumentError", "CodaError", "col_sums", "launch", "llama", "program_info", "programs", "row_lse", "row_sums"]
+__all__ = [
+    "ArgumentError",
+    "CodaError",
+    "col_sums",
+    "launch",
+    "llama",
+    "pool_memory",
+    "program_info",
+    "programs",
+    "reset_pool_peak",
+    "row_lse",
+    "row_sums",
+]
 
 _DTYPES = {"bf16": "bfloat16", "f32": "float32", "i32": "int32"}
-
-
-def _argument_error(name, rule):
-    e = ArgumentError(f"argument `{name}`: {rule}")
-    e.argument = name
-    return e
 
 
 def _detached(t):
@@ -47,33 +55,33 @@ def launch(program, *, a=None, b=None, **arguments):
     known = {p["name"] for p in params} | set(scalars)
     for name in arguments:
         if name not in known:
-            raise _argument_error(name, f"{info['name']} has no parameter `{name}`; it has {', '.join(sorted(known))}")
+            raise argument_error(name, f"{info['name']} has no parameter `{name}`; it has {', '.join(sorted(known))}")
     for p in params:
         if not p["output"] and arguments.get(p["name"]) is None:
-            raise _argument_error(p["name"], f"input `{p['name']}` ({p['shape']}<{p['dtype']}>) is missing")
+            raise argument_error(p["name"], f"input `{p['name']}` ({p['shape']}<{p['dtype']}>) is missing")
     values = []
     for s in scalars:
         if s not in arguments:
-            raise _argument_error(s, f"scalar `{s}` is missing")
+            raise argument_error(s, f"scalar `{s}` is missing")
         try:
             values.append(float(arguments[s]))
         except (TypeError, ValueError):
-            raise _argument_error(s, f"scalar `{s}` must be a number, got {type(arguments[s]).__name__}") from None
+            raise argument_error(s, f"scalar `{s}` must be a number, got {type(arguments[s]).__name__}") from None
     if info["map"]:
         if a is not None or b is not None:
-            raise _argument_error("a", f"{info['name']} is a map program: it takes no GEMM operands")
+            raise argument_error("a", f"{info['name']} is a map program: it takes no GEMM operands")
         first = next(p["name"] for p in params if not p["output"] and p["shape"] == "Tile")
         operands = [(first, arguments[first])]
     else:
         if a is None or b is None:
-            raise _argument_error("a" if a is None else "b", f"{info['name']} is a GEMM program: pass `a` and `b`")
+            raise argument_error("a" if a is None else "b", f"{info['name']} is a GEMM program: pass `a` and `b`")
         operands = [("a", a), ("b", b)]
     # Where every tensor lives, checked before PyTorch or a GPU is needed.
     device = _coda.cuda_device(*operands[0])
     given = [(p["name"], arguments[p["name"]]) for p in params if arguments.get(p["name"]) is not None]
     for name, t in operands[1:] + given:
         if _coda.cuda_device(name, t) != device:
-            raise _argument_error(name, f"is on CUDA device {_coda.cuda_device(name, t)}; `{operands[0][0]}` is on device {device}")
+            raise argument_error(name, f"is on CUDA device {_coda.cuda_device(name, t)}; `{operands[0][0]}` is on device {device}")
 
     try:
         import torch
@@ -82,7 +90,7 @@ def launch(program, *, a=None, b=None, **arguments):
     for p in params:
         t = arguments.get(p["name"])
         if p["output"] and getattr(t, "requires_grad", False):
-            raise _argument_error(p["name"], "an output written in place must not require grad (CODA launches are not differentiated)")
+            raise argument_error(p["name"], "an output written in place must not require grad (CODA launches are not differentiated)")
 
     with torch.cuda.device(device):
         choice, dims = _coda.plan(info["name"], device, [_detached(t) for _, t in operands])

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import torch
 
 from . import _coda
+from ._errors import argument_error
 
 __all__ = ["Block", "BlockConfig", "block", "rope_freq"]
 
@@ -61,19 +62,13 @@ def rope_freq(config, device):
     return torch.tensor(_coda.block_rope_freq(config._native()), dtype=_F32, device=device)
 
 
-def _refuse(name, rule):
-    e = _coda.ArgumentError(f"argument `{name}`: {rule}")
-    e.argument = name
-    return e
-
-
 def _rows(name, t):
     """The rows (tokens) of ``t`` and its CUDA device index; the rest of
     every tensor is checked natively, against the config."""
     if t.dim() != 2:
-        raise _refuse(name, f"shape {tuple(t.shape)} must be [M, width]")
+        raise argument_error(name, f"shape {tuple(t.shape)} must be [M, width]")
     if t.device.type != "cuda":
-        raise _refuse(name, f"is on {t.device}; CODA needs CUDA tensors")
+        raise argument_error(name, f"is on {t.device}; CODA needs CUDA tensors")
     return t.shape[0], t.device.index
 
 
@@ -209,7 +204,7 @@ def block(attn, x0, pos, weights, config, freq=None):
     ``rope_freq`` (made here if not given). Differentiable in ``attn``,
     ``x0`` and the weights."""
     if len(weights) != 6:
-        raise _refuse("weights", f"{len(weights)} given, want 6: (wo, gamma1, w_gate_up, w_down, gamma2, w_qkv)")
+        raise argument_error("weights", f"{len(weights)} given, want 6: (wo, gamma1, w_gate_up, w_down, gamma2, w_qkv)")
     if freq is None:
         freq = rope_freq(config, x0.device)
     x2, qkv, *_ = torch.ops.coda_rs.block_forward(attn, x0, pos, *weights, freq, *config._native())

@@ -25,7 +25,8 @@ Needs PyTorch.
 import torch
 
 from . import _coda
-from .block import _refuse, _rows
+from ._errors import argument_error
+from .block import _rows
 
 __all__ = ["head_loss"]
 
@@ -37,12 +38,12 @@ def _head(
     (m, device), _ = _rows("x", x), _rows("w", w)
     v, d = w.shape
     if gamma.dim() != 1:
-        raise _refuse("gamma", f"shape {tuple(gamma.shape)} must be [d]")
+        raise argument_error("gamma", f"shape {tuple(gamma.shape)} must be [d]")
     e = lambda *shape, dtype=torch.float32: torch.empty(shape, dtype=dtype, device=x.device)  # noqa: E731
     state = [e(m, d, dtype=torch.bfloat16), e(m), e(m), e(m), e(m), e(1)]
     grads = [e(m, d, dtype=torch.bfloat16), e(d), e(v, d)]
     if targets.dtype.is_floating_point:
-        raise _refuse("targets", f"has dtype {targets.dtype}; class ids are integers")
+        raise argument_error("targets", f"has dtype {targets.dtype}; class ids are integers")
     with torch.cuda.device(device):
         _coda.head_forward_backward(
             device, eps, chunk_rows, gamma.detach(), w.detach(), x.detach(), targets.detach().to(torch.int32), state, grads

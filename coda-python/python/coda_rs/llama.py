@@ -7,11 +7,25 @@ The kernels want the gate/up rows interleaved (``[g0, u0, g1, u1, …]``) and
 each head's RoPE pairs adjacent (checkpoints pair ``(i, i + head_dim/2)``,
 the rotate_half convention); q and k rows are permuted the same way inside
 each head, so attention scores are unchanged, and v is left as it is.
+
+``coda_state_dict`` and ``hf_state_dict`` map a whole model: a CODA block
+spans two layers (layer i's o_proj and MLP, then layer i + 1's input norm
+and q/k/v), so an L-layer model is layer 0's norm and q/k/v (``qkv0``),
+L − 1 blocks, layer L − 1's o_proj and MLP (``last``) and the tail
+(``head``); ``coda_rs.model.CodaLlama`` holds weights under these names.
 """
 
 from . import _coda
+from ._errors import argument_error
 
-__all__ = ["gate_up_from_checkpoint", "gate_up_to_checkpoint", "qkv_from_checkpoint", "qkv_to_checkpoint"]
+__all__ = [
+    "coda_state_dict",
+    "gate_up_from_checkpoint",
+    "gate_up_to_checkpoint",
+    "hf_state_dict",
+    "qkv_from_checkpoint",
+    "qkv_to_checkpoint",
+]
 
 
 def _raw(t):
@@ -71,3 +85,104 @@ def qkv_to_checkpoint(w_qkv, heads, kv_heads):
     head_dim = rows // (heads + 2 * kv_heads)
     q, k, v = _coda.qkv_to_checkpoint(w, heads, kv_heads, head_dim, d, size)
     return rebuild(q, heads * head_dim, d), rebuild(k, kv_heads * head_dim, d), rebuild(v, kv_heads * head_dim, d)
+
+
+def _layer(i):
+    return f"model.layers.{i}."
+
+
+def _take(sd, name, argument):
+    """``sd[name]``, or an ``ArgumentError`` naming ``argument`` and the weight."""
+    if name not in sd:
+        raise argument_error(argument, f"has no `{name}`")
+    return sd[name]
+
+
+def _check_all_used(sd, used, argument):
+    unused = sorted(set(sd) - used)
+    if unused:
+        raise argument_error(argument, f"weights the model does not have: {', '.join(unused[:4])}" + (" …" if len(unused) > 4 else ""))
+
+
+def coda_state_dict(state_dict, layers, heads, kv_heads):
+    """A ``CodaLlama`` state dict from a standard (Hugging Face named) Llama
+    state dict of ``layers`` layers: ``model.embed_tokens.weight``,
+    ``model.layers.{i}.{input_layernorm,post_attention_layernorm}.weight``,
+    ``model.layers.{i}.self_attn.{q,k,v,o}_proj.weight``,
+    ``model.layers.{i}.mlp.{gate,up,down}_proj.weight``, ``model.norm.weight``,
+    ``lm_head.weight`` (``rotary_emb.inv_freq`` buffers are ignored). A missing
+    or extra weight raises ``ArgumentError`` naming ``state_dict``."""
+    if layers < 1:
+        raise argument_error("layers", f"{layers} must be at least 1")
+    sd = {k: v for k, v in state_dict.items() if not k.endswith("rotary_emb.inv_freq")}
+    used = set()
+
+    def get(name):
+        used.add(name)
+        return _take(sd, name, "state_dict")
+
+    def qkv(i):
+        a = _layer(i) + "self_attn."
+        return qkv_from_checkpoint(get(a + "q_proj.weight"), get(a + "k_proj.weight"), get(a + "v_proj.weight"), heads, kv_heads)
+
+    def mlp(i, prefix):
+        m = _layer(i) + "mlp."
+        return {
+            prefix + "wo": get(_layer(i) + "self_attn.o_proj.weight"),
+            prefix + "gamma1": get(_layer(i) + "post_attention_layernorm.weight"),
+            prefix + "w_gate_up": gate_up_from_checkpoint(get(m + "gate_proj.weight"), get(m + "up_proj.weight")),
+            prefix + "w_down": get(m + "down_proj.weight"),
+        }
+
+    out = {"embed.weight": get("model.embed_tokens.weight"), "qkv0.gamma": get(_layer(0) + "input_layernorm.weight"), "qkv0.w_qkv": qkv(0)}
+    for i in range(layers - 1):
+        out.update(mlp(i, f"blocks.{i}."))
+        out[f"blocks.{i}.gamma2"] = get(_layer(i + 1) + "input_layernorm.weight")
+        out[f"blocks.{i}.w_qkv"] = qkv(i + 1)
+    out.update(mlp(layers - 1, "last."))
+    out["head.gamma"] = get("model.norm.weight")
+    out["head.w"] = get("lm_head.weight")
+    _check_all_used(sd, used, "state_dict")
+    return out
+
+
+def hf_state_dict(state_dict, layers, heads, kv_heads):
+    """The standard Llama state dict (``coda_state_dict``'s input) from a
+    ``CodaLlama`` one; ``hf_state_dict(coda_state_dict(sd, …), …)`` is ``sd``
+    bit for bit."""
+    if layers < 1:
+        raise argument_error("layers", f"{layers} must be at least 1")
+    sd = dict(state_dict)
+    used = set()
+
+    def get(name):
+        used.add(name)
+        return _take(sd, name, "state_dict")
+
+    def qkv(i, w):
+        a = _layer(i) + "self_attn."
+        q, k, v = qkv_to_checkpoint(w, heads, kv_heads)
+        return {a + "q_proj.weight": q, a + "k_proj.weight": k, a + "v_proj.weight": v}
+
+    def mlp(i, prefix):
+        m = _layer(i) + "mlp."
+        gate, up = gate_up_to_checkpoint(get(prefix + "w_gate_up"))
+        return {
+            _layer(i) + "self_attn.o_proj.weight": get(prefix + "wo"),
+            _layer(i) + "post_attention_layernorm.weight": get(prefix + "gamma1"),
+            m + "gate_proj.weight": gate,
+            m + "up_proj.weight": up,
+            m + "down_proj.weight": get(prefix + "w_down"),
+        }
+
+    out = {"model.embed_tokens.weight": get("embed.weight"), _layer(0) + "input_layernorm.weight": get("qkv0.gamma")}
+    out.update(qkv(0, get("qkv0.w_qkv")))
+    for i in range(layers - 1):
+        out.update(mlp(i, f"blocks.{i}."))
+        out[_layer(i + 1) + "input_layernorm.weight"] = get(f"blocks.{i}.gamma2")
+        out.update(qkv(i + 1, get(f"blocks.{i}.w_qkv")))
+    out.update(mlp(layers - 1, "last."))
+    out["model.norm.weight"] = get("head.gamma")
+    out["lm_head.weight"] = get("head.w")
+    _check_all_used(sd, used, "state_dict")
+    return out
