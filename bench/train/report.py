@@ -3,7 +3,8 @@ train.py's JSON files.
 
     python bench/train/report.py RESULTS/*.json [--plot curves.svg]
 
-The reference is plain PyTorch, eager, the lowest seed; the spread is what
+The reference is plain PyTorch, eager, the lowest seed (else the first
+run); the spread is what
 a second seed of the reference gives; every other eager run is compared
 with the reference step by step (max |Δloss| over the run, and over its
 last half). A run under torchrun (``fsdp2``) is also compared with the same
@@ -30,11 +31,13 @@ def main():
             runs.append(json.load(f))
     order = {"none": 0, "default": 1, "max-autotune": 2, "fsdp2": 3}
     runs.sort(key=lambda r: (order[r["compile"]], r["model"] != "plain", r["seed"]))
-    ref = next(r for r in runs if r["model"] == "plain" and r["compile"] == "none")
+    # Without a plain eager run, the first run is the reference.
+    ref = next((r for r in runs if r["model"] == "plain" and r["compile"] == "none"), runs[0])
     half = len(ref["losses"]) // 2
     base = {c: next((r for r in runs if r["model"] == "plain" and r["compile"] == c and r["seed"] == ref["seed"]), None) for c in order}
     print(f"{runs[0]['device']}, torch {runs[0]['torch']}, {ref['params'] / 1e6:.0f}M parameters, "
-          f"{len(ref['losses'])} steps of {ref['config']['batch']}×{ref['config']['seq']} tokens")
+          f"{len(ref['losses'])} steps of {ref['config']['batch']}×{ref['config']['seq']} tokens; "
+          f"Δloss against {ref['model']} {ref['compile']} seed {ref['seed']}")
     print(f"{'model':6} {'compile':13} {'seed':>4} {'loss first → last':>18} {'max|Δloss|':>11} {'last half':>10} "
           f"{'ms/step':>8} {'tokens/s':>9} {'vs plain':>9} {'peak GiB':>9} {'1st step s':>10}")
     for r in runs:
