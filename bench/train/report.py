@@ -4,12 +4,11 @@ train.py's JSON files.
     python bench/train/report.py RESULTS/*.json [--plot curves.svg]
 
 The reference is plain PyTorch, eager, the lowest seed (else the first
-run); the spread is what
-a second seed of the reference gives; every other eager run is compared
-with the reference step by step (max |Δloss| over the run, and over its
-last half). A run under torchrun (``fsdp2``) is also compared with the same
-model's one-GPU eager run: its max |Δloss| and its scaling efficiency
-(tokens/s over the ranks times the one-GPU tokens/s).
+run); the spread is what a second seed of the reference gives. Every other
+run is compared with the reference step by step (max |Δloss| over the run,
+and over its last half). A run under torchrun (``fsdp2``) is also compared
+with the same model's one-GPU eager run: its max |Δloss|, and its scaling
+efficiency, tokens/s / (ranks × one-GPU tokens/s).
 """
 
 import argparse

@@ -15,7 +15,7 @@ for v in "$@"; do
   IFS=: read -r model compile seed <<< "$v"
   name="$model-$compile-$seed"
   if [[ $compile == fsdp2 ]]; then
-    launch=(python3 -m torch.distributed.run --standalone --nproc-per-node "$(nvidia-smi -L | wc -l)" "$here/train.py")
+    launch=(python3 -m torch.distributed.run --standalone --nproc-per-node "$(python3 -c 'import torch; print(torch.cuda.device_count())')" "$here/train.py")
     flags=()
   else
     launch=(python3 "$here/train.py")

@@ -97,6 +97,8 @@ def main():
     p.add_argument("--profile", help="after the run, profile 3 more steps and write the kernels' table here")
     a = p.parse_args()
 
+    if a.steps <= a.warmup:
+        p.error(f"--steps {a.steps} must exceed --warmup {a.warmup} (the timed steps come after it)")
     world = int(os.environ.get("WORLD_SIZE", "0"))
     if world:
         if a.compile != "none" or a.profile or a.batch % world:
@@ -107,6 +109,7 @@ def main():
     dev = torch.device("cuda", torch.cuda.current_device())
     c = LlamaConfig(vocab=a.vocab, hidden=a.hidden, ffn=a.ffn, layers=a.layers, heads=a.heads, kv_heads=a.kv_heads, head_dim=a.head_dim)
     data = corpus(a.steps, a.batch, a.seq, c.vocab, a.data_seed, dev)
+    # Every rank draws the same weights (same seed, same GPU model): FSDP2 shards them as they are.
     torch.manual_seed(a.seed)
     model = PlainLlama(c, device=dev)
     if a.model == "coda":

@@ -46,7 +46,7 @@ pub(crate) fn import_all(
     if tensors.len() != names.len() {
         return Err(argument_error(py, what, &format!("{} tensors given, want {} ({})", tensors.len(), names.len(), names.join(", "))));
     }
-    names.iter().zip(tensors).map(|(name, t)| import(py, name, t, device, &on)).collect()
+    names.iter().zip(tensors).map(|(name, t)| import(py, name, t, device, on)).collect()
 }
 
 const WEIGHTS: [&str; 7] = ["wo", "gamma1", "w_gate_up", "w_down", "gamma2", "w_qkv", "rope_freq"];

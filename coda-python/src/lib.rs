@@ -142,11 +142,14 @@ fn check_cuda(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>, device: Option
 
 /// `obj`, a `torch.Tensor` on CUDA device `device`, imported through
 /// DLPack with its data ready on the current stream `on`, without a copy.
-/// The tensor's memory is marked as used on `on` (`Tensor.record_stream`),
-/// as a PyTorch op on another stream than the tensor's would: freed while
-/// a launch enqueued here has not run, PyTorch's allocator hands it to
-/// other work only after that launch (on the tensor's own stream the
-/// stream order alone ensures it).
+/// The tensor's memory is marked as used on `on` (`Tensor.record_stream`,
+/// as PyTorch asks of code that uses a tensor on another stream than its
+/// own): freed while a launch enqueued here has not run, PyTorch's
+/// allocator hands it to other work only after that launch (on the
+/// tensor's own stream the stream order alone ensures it). Memory that
+/// PyTorch's allocator does not own (`torch.from_dlpack` of another
+/// framework's, another process's) is its owner's to keep until the launch
+/// has run, as for PyTorch's own ops.
 fn import(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>, device: usize, on: &Current<'_>) -> PyResult<ImportedDlpack> {
     check_cuda(py, name, obj, Some(device))?;
     // Only PyTorch's allocator is known to honour `record_stream`.
@@ -154,7 +157,8 @@ fn import(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>, device: usize, on:
         let kind = obj.get_type().name()?;
         return Err(argument_error(py, name, &format!("is a {kind}; pass a torch.Tensor")));
     }
-    obj.call_method1("record_stream", (&on.torch,))?;
+    obj.call_method1("record_stream", (&on.torch,))
+        .map_err(|e| argument_error(py, name, &format!("cannot be marked as used on the current stream (Tensor.record_stream: {e})")))?;
     let request = ImportRequest::new(obj.as_borrowed())?;
     request.import(Some(&ConsumerStream(on.raw)), Some(false)).map_err(|e| argument_error(py, name, &format!("DLPack import failed: {e}")))
 }
@@ -171,7 +175,8 @@ fn raw<'a, T: Element + DlpackElement>(stream: &Stream, name: &str, t: &'a Impor
     // SAFETY: the producer made the data ready on `stream` (`import`), the
     // launch is enqueued on `stream`, and PyTorch's allocator reuses the
     // memory only after the work enqueued on `stream` before its free
-    // (`import` recorded the stream on the tensor).
+    // (`import` recorded the stream on the tensor); memory it does not own
+    // is kept by its owner, the package's documented contract (`import`).
     let raw = unsafe {
         match t {
             ImportedDlpack::Legacy(m) => RawTensor::from_dlpack(stream, m),
@@ -333,28 +338,23 @@ fn launch(
         _ => return Err(argument_error(py, "b", "`a` and `b` come together (a GEMM program) or not at all (a map program)")),
     };
     let imported = k.params().iter().zip(&tensors).map(|(p, t)| import(py, p.name, t, device, &on)).collect::<PyResult<Vec<_>>>()?;
-    {
-        let mut raws = k
-            .params()
-            .iter()
-            .zip(&imported)
-            .map(|(p, t)| Raw::new(&s, p.name, p.dtype, t))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| to_py(py, e))?;
-        let mut args: Vec<TensorArg<'_>> = raws.iter_mut().zip(k.params()).map(|(r, p)| r.arg(p.output)).collect();
-        let result = match &operands {
-            Some((ia, ib)) => {
-                let ra = raw::<bf16>(&s, "a", ia).map_err(|e| to_py(py, e))?;
-                let rb = raw::<bf16>(&s, "b", ib).map_err(|e| to_py(py, e))?;
-                k.launch(&s, &choice, &ra, &rb, &mut args, &scalars)
-            }
-            None => k.launch_map(&s, &choice, &mut args, &scalars),
-        };
-        // A refused launch enqueued nothing: its tensors may go at once.
-        result.map_err(|e| to_py(py, e))?;
-    }
-    drop((imported, operands));
-    Ok(())
+    let mut raws = k
+        .params()
+        .iter()
+        .zip(&imported)
+        .map(|(p, t)| Raw::new(&s, p.name, p.dtype, t))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| to_py(py, e))?;
+    let mut args: Vec<TensorArg<'_>> = raws.iter_mut().zip(k.params()).map(|(r, p)| r.arg(p.output)).collect();
+    let result = match &operands {
+        Some((ia, ib)) => {
+            let ra = raw::<bf16>(&s, "a", ia).map_err(|e| to_py(py, e))?;
+            let rb = raw::<bf16>(&s, "b", ib).map_err(|e| to_py(py, e))?;
+            k.launch(&s, &choice, &ra, &rb, &mut args, &scalars)
+        }
+        None => k.launch_map(&s, &choice, &mut args, &scalars),
+    };
+    result.map_err(|e| to_py(py, e))
 }
 
 /// One cuBLAS handle per stream, shared by every backward on it (a handle

@@ -8,7 +8,10 @@ argument is checked before anything is launched; a broken rule raises
 argument. Outputs not passed in are allocated with PyTorch and returned. Every
 tensor of a launch is marked as used on the current stream
 (``Tensor.record_stream``), so one the caller drops before the launch has
-run is not reused under it, even if it was made on another stream.
+run is not reused under it, even if it was made on another stream; memory
+PyTorch's allocator does not own (``torch.from_dlpack`` of another
+framework's) is its owner's to keep until the launch has run, as for
+PyTorch's own ops.
 
 Partial outputs (``RowPartial``, ``ColPartial``, ``LsePartial``) are f32
 tensors laid out per output tile (``program_info`` gives each parameter's

@@ -180,7 +180,8 @@ def _param(*shape, device):
 
 class CodaLlama(torch.nn.Module):
     """The decoder with its non-attention work through CODA (see the module
-    docs); build it with ``from_state_dict``. ``forward(tokens, targets)`` →
+    docs); build it with ``from_state_dict`` (made directly, only its blocks
+    are initialised; the rest is ``torch.empty`` until loaded). ``forward(tokens, targets)`` →
     the mean cross-entropy; ``chunk_rows`` rows of logits at a time."""
 
     def __init__(self, config, device=None, chunk_rows=4096):
