@@ -152,7 +152,7 @@ fn check_cuda(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>, device: Option
 /// has run, as for PyTorch's own ops.
 fn import(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>, device: usize, on: &Current<'_>) -> PyResult<ImportedDlpack> {
     check_cuda(py, name, obj, Some(device))?;
-    // Only PyTorch's allocator is known to honour `record_stream`.
+    // `record_stream` (a torch.Tensor method) is what orders reuse after the launch.
     if !obj.is_instance(&py.import("torch")?.getattr("Tensor")?)? {
         let kind = obj.get_type().name()?;
         return Err(argument_error(py, name, &format!("is a {kind}; pass a torch.Tensor")));
