@@ -12,24 +12,16 @@ usage: tune_summary.py tune.log [...]
 """
 import itertools
 import math
-import re
 import sys
 from collections import defaultdict
 
-LINE = re.compile(r"coda tune: (\S+) M=(\d+) N=(\d+) K=(\d+): (\S+) swizzle (\d+) (.+?) ([0-9.]+) ms$")
+from tune_log import timings
 
 
 def main():
     best = defaultdict(dict)  # (program, m, n, k) -> config -> fastest ms over swizzle/raster
-    for path in sys.argv[1:]:
-        for raw in open(path, errors="replace"):
-            line = re.sub(r"\x1b\[[0-9;]*m", "", raw.rstrip())
-            m = LINE.search(line)
-            if not m or "DEBUG" not in line:
-                continue
-            prog, mm, nn, kk, config, _, _, ms = m.groups()
-            key, t = (prog, int(mm), int(nn), int(kk)), float(ms)
-            best[key][config] = min(t, best[key].get(config, math.inf))
+    for prog, m, n, k, config, _, _, ms in timings(sys.argv[1:]):
+        best[(prog, m, n, k)][config] = min(ms, best[(prog, m, n, k)].get(config, math.inf))
     if not best:
         sys.exit("no DEBUG `coda tune:` timing lines found (run the search with CODA_LOG=debug)")
     configs = sorted({c for per in best.values() for c in per})

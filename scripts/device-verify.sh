@@ -4,18 +4,19 @@
 # (`gpu_user`), the Python wheel's tests on PyTorch tensors (`python`: the
 # wheel in BIN_DIR installed with pip), the random-program batch, a fresh timed
 # search at every shape of the shipped H200 tuning cache (its result is the
-# new coda-llama/tuning/nvidia-h200.json), `coda bench` with that cache, and
+# new coda-llama/tuning/nvidia-h200.json), a search of the untuned suite
+# against the heuristic's choices (`heuristic`), `coda bench` with that cache, and
 # the training comparison (`train`: bench/train/run.sh with the wheel, its
 # variants TRAIN_VARIANTS, its arguments TRAIN_ARGS).
-# Usage: [PARTS="gpu user python random tune bench train"] scripts/device-verify.sh BIN_DIR OUT_DIR
+# Usage: [PARTS="gpu user python random tune heuristic bench train"] scripts/device-verify.sh BIN_DIR OUT_DIR
 # BIN_DIR holds the release binaries `gpu`, `gpu_user`, `gpu_random` and
-# `coda`, and the wheel `coda_rs-*.whl`; PARTS (default all seven) splits the
+# `coda`, and the wheel `coda_rs-*.whl`; PARTS (default all eight) splits the
 # work across calls of the 10-minute limit.
 # `bench` alone uses the cache OUT_DIR/tuning.json if an earlier `tune` left one there.
 set -uo pipefail
 bin=$1 out=$2
 here=$(dirname "$0")
-parts=" ${PARTS:-gpu user python random tune bench train} "
+parts=" ${PARTS:-gpu user python random tune heuristic bench train} "
 part() { [[ "$parts" == *" $1 "* ]]; }
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$out/gpu-info.txt" 2>&1
@@ -66,6 +67,18 @@ while read -r program args; do
 done < "$out/tune-args.txt"
 echo "tune exit $? ($(( $(date +%s) - start )) s)"
 fi
+if part heuristic; then
+# The untuned suite's programs searched at shapes the cost model was not
+# fitted to (its held-out check), into a cache of their own; the table
+# says where the heuristic's choice stands against each search's best.
+start=$(date +%s)
+# shellcheck disable=SC2086  # a list of arguments
+CODA_LOG=debug CODA_TUNE_CACHE="$out/heuristic-tuning.json" "$here/device-run.sh" "$bin/coda" tune --program coda-user-programs:: \
+  ${HEURISTIC_SHAPES:---shape 4096,4096,4096 --shape 8192,8192,8192 --shape 1000,4096,1024 --shape 16384,2048,2048 --shape 4096,14336,4096 --shape 8192,4096,16384} \
+  > "$out/heuristic.log" 2>&1
+echo "heuristic exit $? ($(( $(date +%s) - start )) s)"
+python3 "$here/../bench/heuristic_report.py" "$out/heuristic.log" > "$out/heuristic-table.txt" 2>&1
+fi
 if part bench; then
 CODA_TUNE_CACHE="$out/tuning.json" "$here/device-run.sh" "$bin/coda" bench ${BENCH_ARGS:-} --json "$out/coda.json" --svg "$out/coda.svg" \
   > "$out/bench.log" 2>&1
@@ -75,4 +88,5 @@ grep -E "^FAIL" "$out/gpu.log" "$out/user.log" "$out/random.log" 2>/dev/null | h
 tail -1 "$out/gpu.log" "$out/user.log" "$out/random.log" 2>/dev/null
 tail -4 "$out/python.log" 2>/dev/null
 tail -12 "$out/train.log" 2>/dev/null
+tail -2 "$out/heuristic-table.txt" 2>/dev/null
 grep -v "cuBLASLt$" "$out/bench.log" | tail -50

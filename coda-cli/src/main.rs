@@ -142,6 +142,11 @@ fn run(command: Command) -> Result<(), String> {
         Command::Inspect { filter } => {
             for k in kernels().into_iter().filter(|k| filter.as_ref().is_none_or(|f| k.name().contains(f.as_str()))) {
                 println!("{} ({}, {})", k.name(), if k.is_map() { "map program" } else { "GEMM epilogue" }, k.toolchain());
+                let w = k.work();
+                println!(
+                    "    per element: tile loads {} B, pair loads {} B, stores {} B, {} SFU and {} ALU operations",
+                    w.tile_load_bytes, w.pair_load_bytes, w.store_bytes, w.sfu, w.alu
+                );
                 for (i, v) in k.variants().iter().enumerate() {
                     let own = if i == 0 { " (own)" } else { "" };
                     println!("    {:<20}{own:<6} key {}  {}", v.config().name(), v.key(), v.ptxas());

@@ -11,8 +11,10 @@
 //! as the macro), writes one `.cu` per program and config, compiles each with
 //! nvcc (cached by content hash in [`cache::default_dir`], bounded
 //! parallelism, a progress line per kernel) and links them. Beside
-//! each program's own config it can build a set of others for the runtime's
-//! tuner to choose from ([`Build::configs`], or `CODA_CONFIGS`); for each
+//! each program's own config it builds others for the runtime's tuner to
+//! choose from: by default ping-pong 128×128 beside the default config
+//! ([`ConfigSet::Default`]), or a set [`Build::configs`] or `CODA_CONFIGS`
+//! names; for each
 //! program it writes `OUT_DIR/coda-gen/<program>.rs`, the table of compiled
 //! configs that the macro's module includes.
 
@@ -44,7 +46,7 @@ pub fn epilogues<P: AsRef<Path>>(files: impl IntoIterator<Item = P>) -> Build {
         cutlass_home: None,
         cache_dir: None,
         cargo_metadata: true,
-        configs: ConfigSet::Own,
+        configs: ConfigSet::Default,
         config_programs: None,
         program_configs: HashMap::new(),
     }
@@ -53,7 +55,15 @@ pub fn epilogues<P: AsRef<Path>>(files: impl IntoIterator<Item = P>) -> Build {
 /// The configs each program is compiled for beside its own.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ConfigSet {
-    /// Only the program's own config (the default; what CI builds).
+    /// The default: beside a program that chose no tile, cluster or schedule
+    /// (its own config is cooperative 128×256, cluster 1×1), ping-pong
+    /// 128×128 with a 1×2 cluster, so that the tuner's heuristic has the two
+    /// configs that serve small and large grids, light and heavy epilogues
+    /// (together within 0.2% of the best of three configs on 57 searched
+    /// Llama shapes; bench/NOTES.md, session 7). A program that chose its
+    /// config gets only that one.
+    Default,
+    /// Only the program's own config.
     Own,
     /// The full tuning set, [`Config::all`] (24 configs).
     All,
@@ -62,17 +72,22 @@ pub enum ConfigSet {
 }
 
 impl ConfigSet {
-    /// `own`, `all`, or config names separated by commas (`coop_256x128_c1x2,pp_128x128_c1x2`).
+    /// `default`, `own`, `all`, or config names separated by commas (`coop_256x128_c1x2,pp_128x128_c1x2`).
     pub fn parse(s: &str) -> Result<ConfigSet, String> {
         match s.trim() {
-            "" | "own" => Ok(ConfigSet::Own),
+            "" | "default" => Ok(ConfigSet::Default),
+            "own" => Ok(ConfigSet::Own),
             "all" => Ok(ConfigSet::All),
             list => list.split(',').map(|n| Config::from_name(n.trim())).collect::<Result<_, _>>().map(ConfigSet::Named),
         }
     }
-    fn configs(&self) -> Vec<Config> {
+    /// The configs beside `own`, a program's own config.
+    fn configs(&self, own: &Config) -> Vec<Config> {
         match self {
-            ConfigSet::Own => vec![],
+            ConfigSet::Default if Config { b_layout: own.b_layout, ..Config::default() } == *own => {
+                vec![Config::from_name("pp_128x128_c1x2").expect("a valid config name")]
+            }
+            ConfigSet::Default | ConfigSet::Own => vec![],
             ConfigSet::All => Config::all(),
             ConfigSet::Named(v) => v.clone(),
         }
@@ -247,13 +262,13 @@ impl Build {
         };
         let extra = |p: &Program| {
             let listed = only.as_ref().is_none_or(|o| o.contains(&p.name));
-            match (&from_env, self.program_configs.get(&p.name)) {
-                (Some(set), _) if listed => set.configs(),
-                (Some(_), _) => vec![],
-                (None, Some(set)) => set.configs(),
-                (None, None) if listed => self.configs.configs(),
-                (None, None) => vec![],
-            }
+            let set = match (&from_env, self.program_configs.get(&p.name)) {
+                (Some(set), _) if listed => set,
+                (None, Some(set)) => set,
+                (None, None) if listed => &self.configs,
+                _ => &ConfigSet::Default,
+            };
+            set.configs(&p.config)
         };
         let paths: Vec<PathBuf> = self.files.iter().map(|f| manifest_dir.join(f)).collect();
         for path in &paths {

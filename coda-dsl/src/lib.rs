@@ -25,6 +25,7 @@ pub mod frontend;
 pub mod interp;
 pub mod ir;
 pub mod smem;
+pub mod work;
 /// A generator of random well-typed programs, for property tests.
 #[cfg(any(test, feature = "testgen"))]
 pub mod testgen;

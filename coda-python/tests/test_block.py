@@ -73,6 +73,27 @@ class BlockOp(unittest.TestCase):
             self.assertTrue(torch.equal(o, a), f"{name} differs between two runs")
             criterion(self, name, o, e, y)
 
+    def test_backward_fills_no_zero_gradients(self):
+        """The intermediates the op returns (x1, r1, z1, y1, r2) have no
+        gradient: autograd must not fill zero tensors for them, and a loss
+        that uses only x2 still gets every gradient (dqkv taken as zero)."""
+        coda = lambda attn, x0, pos, weights, freq, c: block(attn, x0, pos, weights, c, freq)  # noqa: E731
+        leaves = [t.detach().clone().requires_grad_() for t in [self.attn, self.x0] + self.weights]
+        x2, qkv = coda(leaves[0], leaves[1], self.pos, leaves[2:], self.freq, self.c)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            torch.autograd.backward([x2, qkv], [self.dx2, self.dqkv])
+            torch.cuda.synchronize()
+        fills = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA and "Fill" in e.name]
+        self.assertEqual(fills, [], "zero-filled gradients in the backward")
+        only_x2 = [t.detach().clone().requires_grad_() for t in [self.attn, self.x0] + self.weights]
+        x2b, _ = coda(only_x2[0], only_x2[1], self.pos, only_x2[2:], self.freq, self.c)
+        x2b.backward(self.dx2)
+        zero_dqkv = [t.detach().clone().requires_grad_() for t in [self.attn, self.x0] + self.weights]
+        x2c, qkvc = coda(zero_dqkv[0], zero_dqkv[1], self.pos, zero_dqkv[2:], self.freq, self.c)
+        torch.autograd.backward([x2c, qkvc], [self.dx2, torch.zeros_like(self.dqkv)])
+        for name, a, b in zip(NAMES[2:], only_x2, zero_dqkv):
+            self.assertTrue(torch.equal(a.grad, b.grad), f"{name}: a loss of x2 alone differs from dqkv = 0")
+
     def test_compiled_module_matches_eager(self):
         torch.manual_seed(3)
         blk = Block(self.c, device="cuda")

@@ -68,6 +68,19 @@ class HeadOp(unittest.TestCase):
         for name, e, c in zip(NAMES, *results):
             self.assertTrue(torch.equal(e, c), f"{name} differs between eager and torch.compile")
 
+    def test_backward_fills_no_zero_gradients(self):
+        """The op's saved-gradient outputs have no gradient of their own:
+        autograd must not fill zero tensors ([V, d] for dw) for them."""
+        leaves = [t.detach().clone().requires_grad_() for t in (self.x, self.gamma, self.w)]
+        loss = head_loss(*leaves[:1], self.targets, *leaves[1:], EPS, 256)
+        seed = torch.ones_like(loss)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            loss.backward(seed)
+            torch.cuda.synchronize()
+        fills = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA and "Fill" in e.name]
+        self.assertEqual(fills, [], "zero-filled gradients in the backward")
+        self.assertTrue(all(t.grad is not None for t in leaves))
+
     def test_every_target_ignored_gives_nan_as_pytorch(self):
         t = torch.full_like(self.targets, -100)
         ours = head_loss(self.x, t, self.gamma, self.w)

@@ -1,6 +1,7 @@
 use std::ffi::c_void;
 
 use crate::dsl::ir::{BLayout, Config, DType, Shape};
+use crate::dsl::work::Work;
 use crate::ffi::{GemmLaunch, RunFn, WorkspaceFn};
 use cudarc::driver::SyncOnDrop;
 
@@ -56,13 +57,16 @@ pub struct Kernel {
     scalars: &'static [&'static str],
     variants: &'static [Variant],
     toolchain: &'static str,
+    work: Work,
 }
 
 impl Kernel {
     /// # Safety
     /// `params`, `scalars`, `b_layout` and `is_map` must be exactly the
     /// program's, in the order its launchers read them, and `variants` its
-    /// compiled configs with the program's own first. The macro guarantees this.
+    /// compiled configs with the program's own first. The macro guarantees
+    /// this. `work` ([`Work::of`] the program) only steers the tuner.
+    #[allow(clippy::too_many_arguments)]
     pub const unsafe fn new(
         name: &'static str,
         b_layout: BLayout,
@@ -71,8 +75,9 @@ impl Kernel {
         scalars: &'static [&'static str],
         variants: &'static [Variant],
         toolchain: &'static str,
+        work: Work,
     ) -> Kernel {
-        Kernel { name, b_layout, is_map, params, scalars, variants, toolchain }
+        Kernel { name, b_layout, is_map, params, scalars, variants, toolchain, work }
     }
     /// `crate::program`, unique within a build.
     pub fn name(&self) -> &'static str {
@@ -99,6 +104,10 @@ impl Kernel {
     /// The toolchain that compiled them (`nvcc V13.0.88, CUTLASS 4.2.0`).
     pub fn toolchain(&self) -> &'static str {
         self.toolchain
+    }
+    /// What the epilogue does per accumulator element (the tuner's cost model reads it).
+    pub fn work(&self) -> Work {
+        self.work
     }
 }
 
@@ -540,7 +549,7 @@ pub(crate) mod tests {
     // SAFETY: never launched (the launchers abort).
     const VARIANTS: &[Variant] = &[unsafe { Variant::new(OWN, "k", "", never_run, never_size) }];
     // SAFETY: never launched.
-    static KERNEL: Kernel = unsafe { Kernel::new("coda-test::k", BLayout::Nk, false, &[], &[], VARIANTS, "") };
+    static KERNEL: Kernel = unsafe { Kernel::new("coda-test::k", BLayout::Nk, false, &[], &[], VARIANTS, "", Work::ZERO) };
 
     fn refused<T: std::fmt::Debug>(r: Result<T, Error>, name: &str, rule: &str) {
         match r {

@@ -9,8 +9,9 @@
 //! one), then the searches libraries ship for their programs ([`ship`]);
 //! then the mode (`CODA_TUNE`, or [`set_mode`]):
 //! - `own`: the program's own config, CUTLASS's scheduler defaults (no cache);
-//! - `heuristic` (default): the own config unless its grid leaves SMs idle
-//!   in the last wave and another compiled config fills them better;
+//! - `heuristic` (default): the compiled config a cost model of the
+//!   mainloop and the program's epilogue work ranks fastest
+//!   ([`predicted_us`]), with CUTLASS's scheduler defaults;
 //! - `search`: time every compiled config × swizzle {1, 8} × raster {M, N}
 //!   once on random data, keep the fastest, and write it to the cache
 //!   (`CODA_TUNE_CACHE`, default `~/.cache/coda-rs/tuning.json`).
@@ -28,7 +29,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::dsl::ir::{BLayout, DType, Schedule, Shape};
+use crate::dsl::ir::{BLayout, Config, DType, Schedule, Shape};
+use crate::dsl::work::Work;
 use crate::kernel::{Choice, MAP_K, Problem, Raster};
 use crate::{Error, Kernel, Stream, Tensor, TensorArg, bf16};
 
@@ -204,14 +206,18 @@ fn search_store(kernel: &Kernel, stream: &Stream, prob: Problem, replace: bool) 
     let key = (kernel.name(), prob.m, prob.n, prob.k);
     let timed = search(kernel, stream, prob)?;
     let (best, ms) = timed[0];
-    let own_ms = timed.iter().find(|(c, _)| *c == Choice::own(kernel)).map_or(f64::NAN, |t| t.1);
+    let ms_of = |c: Choice| timed.iter().find(|(t, _)| *t == c).map_or(f64::NAN, |t| t.1);
+    let own_ms = ms_of(Choice::own(kernel));
+    let guess = heuristic(kernel, stream.sm_count() as usize, prob);
     tracing::info!(
-        "coda tune: {} M={} N={} K={}: {} {ms:.4} ms (own config {own_ms:.4} ms, {} choices)",
+        "coda tune: {} M={} N={} K={}: {} {ms:.4} ms (own config {own_ms:.4} ms, heuristic's {} {:.4} ms, {} choices)",
         kernel.name(),
         prob.m,
         prob.n,
         prob.k,
         best.describe(),
+        guess.config.name(),
+        ms_of(guess),
         timed.len()
     );
     // Every timing, for choosing defaults across programs (`CODA_LOG=debug`).
@@ -256,40 +262,83 @@ fn same_problem(e: &Entry, gpu: &str, kernel: &Kernel, prob: Problem) -> bool {
         == (gpu, kernel.name(), kernel.toolchain(), prob.m, prob.n, prob.k)
 }
 
-/// The share of the last wave's CTA slots that hold a tile: 1 when the tile
-/// count (padded to the cluster) divides evenly into the SMs' slots.
-fn wave_fill(c: &crate::dsl::ir::Config, sms: usize, prob: Problem) -> f64 {
+/// The heuristic's cost model of one launch, in microseconds. Per SM, tiles
+/// run one after another (`ceil(tiles / SMs)` of them, the tile count padded
+/// to the cluster). A tile's mainloop is its FLOPs at the schedule's
+/// sustained rate plus a fixed start; its epilogue costs, per element each
+/// thread holds, a base plus the program's [`Work`]: TMA-staged and
+/// per-thread loaded bytes, and the larger of its ALU and SFU time (separate
+/// pipes). A cooperative CTA runs a tile's mainloop, then its epilogue; a
+/// ping-pong CTA overlaps one warpgroup's epilogue with the other's mainloop
+/// (epilogues in turn), so it is bound by the larger of the two. No launch
+/// is faster than its bytes at the memory's bandwidth. The constants were
+/// fitted (least squares on log time, `bench/fit_cost_model.py`) to 204
+/// timings on the H200: session 8's searches of the Llama programs (57
+/// shapes, both default configs, each in [`scheduler`]'s options) and
+/// session 7's untuned suite (bench/NOTES.md, session 10). Stores come into
+/// it only through the bandwidth floor: the fit gave them no weight.
+pub fn predicted_us(work: &Work, c: &Config, sms: usize, prob: Problem) -> f64 {
+    let pp = c.schedule == Schedule::Pingpong;
+    // Sustained bf16 FLOPs per µs and SM, and each tile's fixed start (µs).
+    let (flops, start) = if pp { (5.417e6, 2.40) } else { (5.428e6, 2.13) };
+    // µs per element a thread holds: the base, per byte loaded by TMA and by
+    // each thread, per ALU and SFU operation; ping-pong's warpgroup pays more
+    // per element (and a little less for its per-thread loads).
+    let (base, tma_byte, pair_byte, alu, sfu) = (0.0438, 1.69e-3, 0.0296, 2.03e-3, 7.09e-3);
+    let (pp_epilogue, pp_pair) = if pp { (1.53, 0.917) } else { (1.0, 1.0) };
+    // Bytes per µs the H200's HBM sustains.
+    const BANDWIDTH: f64 = 4.0e6;
+
+    let (m, n, k) = (prob.m as f64, prob.n as f64, prob.k as f64);
     let tiles_m = prob.m.div_ceil(c.tile_m).div_ceil(c.cluster_m) * c.cluster_m;
     let tiles_n = prob.n.div_ceil(c.tile_n).div_ceil(c.cluster_n) * c.cluster_n;
-    let tiles = tiles_m * tiles_n;
-    // A ping-pong CTA holds two tiles at once, one per consumer warpgroup.
-    let slots = if c.schedule == Schedule::Pingpong { 2 * sms } else { sms };
-    let waves = tiles.div_ceil(slots);
-    tiles as f64 / (waves * slots) as f64
+    let per_sm = (tiles_m * tiles_n).div_ceil(sms.max(1)) as f64;
+    let tile = (c.tile_m * c.tile_n) as f64;
+    let mainloop = 2.0 * tile * k / flops + start;
+    let per_thread = tile / if pp { 128.0 } else { 256.0 };
+    let w = work;
+    let element = base
+        + tma_byte * w.tile_load_bytes as f64
+        + pair_byte * pp_pair * w.pair_load_bytes as f64
+        + (alu * w.alu as f64).max(sfu * w.sfu as f64);
+    let epilogue = per_thread * pp_epilogue * element;
+    let t = if pp { per_sm * mainloop.max(epilogue) + mainloop.min(epilogue) } else { per_sm * (mainloop + epilogue) };
+    let bytes = 2.0 * (m + n) * k + m * n * (w.tile_load_bytes + w.pair_load_bytes + w.store_bytes) as f64;
+    t.max(bytes / BANDWIDTH)
 }
 
-/// The program's own config unless its last wave leaves a quarter of the
-/// slots idle and another compiled config fills its waves ≥ 10% better;
-/// between those, the one closest to the own config's tile area.
+/// The compiled config [`predicted_us`] ranks fastest (the first, the own
+/// config, on a tie), in the scheduler options of [`scheduler`].
 fn heuristic(kernel: &Kernel, sms: usize, prob: Problem) -> Choice {
-    let own = Choice::own(kernel);
-    let own_fill = wave_fill(&own.config, sms, prob);
-    if own_fill >= 0.75 {
-        return own;
-    }
-    let area = |c: &crate::dsl::ir::Config| (c.tile_m * c.tile_n) as f64;
-    let better = kernel
+    let work = kernel.work();
+    let t = |c: Config| predicted_us(&work, &c, sms, prob);
+    let (variant, v) = kernel
         .variants()
         .iter()
         .enumerate()
-        .filter(|(_, v)| wave_fill(&v.config(), sms, prob) >= own_fill * 1.1)
-        .min_by(|(_, a), (_, b)| {
-            let d = |c| (area(c) / area(&own.config)).ln().abs();
-            d(&a.config()).total_cmp(&d(&b.config()))
-        });
-    match better {
-        Some((i, v)) => Choice { variant: i, config: v.config(), ..own },
-        None => own,
+        .min_by(|(_, a), (_, b)| t(a.config()).total_cmp(&t(b.config())))
+        .expect("a kernel has its own config");
+    let (swizzle, raster) = scheduler(&v.config(), prob);
+    Choice { variant, config: v.config(), swizzle, raster }
+}
+
+/// The heuristic's swizzle and raster order: on a grid of at least 32 × 32
+/// tiles, swizzle 8 along M (neighbouring CTAs share operand tiles that a
+/// plain walk of such a grid evicts from the L2 before their reuse); else
+/// swizzle 1, walking along M unless the grid has more rows of tiles than
+/// columns (CUTLASS's own choice walks along N on a square grid, up to 1.25×
+/// slower there). Against CUTLASS's defaults, on the H200 searches of
+/// sessions 7, 8 and 10 (57, 57 and 84 shapes; bench/NOTES.md, session 10):
+/// 1.028 → 1.010, 1.030 → 1.012 and 1.016 → 1.002 of each search's best
+/// on geomean, worst 1.41–1.43× → 1.02–1.10×.
+fn scheduler(c: &Config, prob: Problem) -> (u32, Raster) {
+    let (rows, cols) = (prob.m.div_ceil(c.tile_m), prob.n.div_ceil(c.tile_n));
+    if rows.min(cols) >= 32 {
+        (8, Raster::AlongM)
+    } else if cols >= rows {
+        (1, Raster::AlongM)
+    } else {
+        (1, Raster::AlongN)
     }
 }
 
@@ -350,6 +399,7 @@ fn random(stream: &Stream, dtype: DType, dims: &[usize], rng: &mut Rng, n: usize
 /// [`Error::Arg`] naming `prob` for a shape the search cannot time.
 pub fn search(kernel: &Kernel, stream: &Stream, prob: Problem) -> Result<Vec<(Choice, f64)>, Error> {
     check_problem(prob)?;
+    // The heuristic's choices are among these (its swizzle and raster are).
     let mut choices = vec![Choice::own(kernel)];
     for (i, v) in kernel.variants().iter().enumerate() {
         for swizzle in [1, 8] {
@@ -429,16 +479,15 @@ pub fn search(kernel: &Kernel, stream: &Stream, prob: Problem) -> Result<Vec<(Ch
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dsl::ir::Config;
     use crate::kernel::Variant;
     use crate::kernel::tests::{never_run, never_size};
     fn variant(name: &str) -> Variant {
         // SAFETY: never launched.
         unsafe { Variant::new(Config::from_name(name).unwrap(), "k", "", never_run, never_size) }
     }
-    fn kernel(name: &'static str, variants: &'static [Variant], toolchain: &'static str) -> Kernel {
+    fn kernel(name: &'static str, variants: &'static [Variant], toolchain: &'static str, work: Work) -> Kernel {
         // SAFETY: never launched.
-        unsafe { Kernel::new(name, BLayout::Nk, false, &[], &[], variants, toolchain) }
+        unsafe { Kernel::new(name, BLayout::Nk, false, &[], &[], variants, toolchain, work) }
     }
 
     fn test_entry() -> Entry {
@@ -464,7 +513,7 @@ mod tests {
     #[test]
     fn cache_entries_match_by_config_source() {
         let variants: &'static [Variant] = Box::leak(Box::new([variant("coop_128x256_c1x1"), variant("pp_128x128_c1x2")]));
-        let kernel = kernel("p", variants, "tc");
+        let kernel = kernel("p", variants, "tc", Work::ZERO);
         let prob = Problem { m: 4096, n: 4096, k: 4096 };
         let entry = |config: &str, key: &str, swizzle| Entry {
             gpu: "H200".into(),
@@ -592,20 +641,45 @@ mod tests {
         tuner().mode = before;
     }
 
-    /// The heuristic keeps the own config while its last wave is ≥ 75% full,
-    /// and otherwise takes a compiled config that fills the SMs better.
+    /// The heuristic runs the compiled config the model ranks fastest: the
+    /// own one on a tie, ping-pong 128×128 for a large plain GEMM, the
+    /// cooperative 128×256 for a grid smaller than one wave and for a
+    /// per-thread pair-load epilogue over a short K loop.
     #[test]
-    fn heuristic_fills_the_last_wave() {
-        let variants: &'static [Variant] = Box::leak(Box::new([variant("coop_128x256_c1x1"), variant("coop_128x192_c1x1")]));
-        let kernel = kernel("t", variants, "");
-        let at = |m, n| heuristic(&kernel, 132, Problem { m, n, k: 4096 });
-        assert_eq!(at(4096, 4096).variant, 0, "512 tiles: 4 waves, 97% full");
-        // 35 × 4 = 140 tiles of 128×256 fill 2 waves to 53%; 35 × 6 = 210 of 128×192 to 80%.
-        let c = at(4480, 1024);
-        assert_eq!((c.variant, c.config.name()), (1, "coop_128x192_c1x1".to_string()));
-        assert!((wave_fill(&variants[0].config(), 132, Problem { m: 4480, n: 1024, k: 8 }) - 140.0 / 264.0).abs() < 1e-12);
-        // A ping-pong CTA holds two tiles: 264 slots.
+    fn heuristic_takes_the_fastest_predicted_config() {
+        let variants: &'static [Variant] = Box::leak(Box::new([variant("coop_128x256_c1x1"), variant("pp_128x128_c1x2")]));
+        let store = Work { store_bytes: 2.0, ..Work::ZERO };
+        let pairs = Work { pair_load_bytes: 4.0, store_bytes: 4.0, sfu: 2.0, alu: 13.0, ..Work::ZERO };
+        let pick = |work, m, n, k| heuristic(&kernel("t", variants, "", work), 132, Problem { m, n, k }).config.name();
+        assert_eq!(pick(store, 16384, 4096, 4096), "pp_128x128_c1x2");
+        assert_eq!(pick(store, 1000, 256, 256), "coop_128x256_c1x1");
+        assert_eq!(pick(pairs, 16384, 8192, 2048), "coop_128x256_c1x1");
+        assert_eq!(pick(pairs, 16384, 28672, 8192), "pp_128x128_c1x2");
+        let alone: &'static [Variant] = Box::leak(Box::new([variant("pp_128x192_c2x1")]));
+        assert_eq!(heuristic(&kernel("t", alone, "", store), 132, Problem { m: 8, n: 8, k: 8 }).config.name(), "pp_128x192_c2x1");
+    }
+
+    /// Swizzle 8 along M from a 32 × 32 grid of tiles; below it, swizzle 1
+    /// along M unless the grid is taller than wide.
+    #[test]
+    fn scheduler_options_follow_the_grid() {
         let pp = Config::from_name("pp_128x128_c1x2").unwrap();
-        assert!((wave_fill(&pp, 132, Problem { m: 4096, n: 4096, k: 8 }) - 1024.0 / 1056.0).abs() < 1e-12);
+        let at = |m, n| scheduler(&pp, Problem { m, n, k: 64 });
+        assert_eq!(at(4096, 4096), (8, Raster::AlongM), "32 × 32 tiles");
+        assert_eq!(at(4097, 4095), (8, Raster::AlongM), "33 × 32 tiles, ragged");
+        assert_eq!(at(4096, 3968), (1, Raster::AlongN), "32 × 31 tiles");
+        assert_eq!(at(3968, 4096), (1, Raster::AlongM), "31 × 32 tiles");
+        assert_eq!(at(16384, 2048), (1, Raster::AlongN), "128 × 16 tiles");
+        assert_eq!(at(1000, 1000), (1, Raster::AlongM), "8 × 8 tiles");
+    }
+
+    /// A launch is never predicted faster than its bytes at the bandwidth
+    /// (a map program's K = 8 GEMM does no work to speak of).
+    #[test]
+    fn predictions_respect_the_bandwidth() {
+        let copy = Work { tile_load_bytes: 2.0, store_bytes: 2.0, ..Work::ZERO };
+        let c = Config::from_name("coop_128x256_c1x1").unwrap();
+        let t = predicted_us(&copy, &c, 132, Problem { m: 65536, n: 8192, k: 8 });
+        assert!(t >= 65536.0 * 8192.0 * 4.0 / 4.0e6, "{t}");
     }
 }

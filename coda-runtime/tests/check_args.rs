@@ -4,6 +4,7 @@
 use coda_runtime::dsl::ir::{BLayout, DType, Shape};
 use coda_runtime::ffi::GemmLaunch;
 use coda_runtime::dsl::ir::Config;
+use coda_runtime::dsl::work::Work;
 use coda_runtime::{ArgDesc, Error, Kernel, ParamInfo, Problem, Variant, check_args};
 
 unsafe extern "C" fn never_run(_: *mut GemmLaunch) -> i32 {
@@ -25,7 +26,7 @@ const VARIANTS: &[Variant] = &[unsafe { Variant::new(OWN, "test", "", never_run,
 /// The o_proj program's rules: z, gamma in; h, u, sq out.
 // SAFETY: never launched.
 static KERNEL: Kernel =
-    unsafe { Kernel::new("coda-test::residual_rms_partial", BLayout::Nk, false, PARAMS, &[], VARIANTS, "none") };
+    unsafe { Kernel::new("coda-test::residual_rms_partial", BLayout::Nk, false, PARAMS, &[], VARIANTS, "none", Work::ZERO) };
 /// The program's own config: cooperative 128×256, so `sq` is `[ceil(N / 256), round_up(M, 128)]`.
 const OWN: Config = Config {
     tile_m: 128,
@@ -228,7 +229,7 @@ fn outputs_must_not_alias() {
 #[test]
 fn a_kn_weight_is_read_as_k_by_n() {
     // SAFETY: never launched.
-    static KN: Kernel = unsafe { Kernel::new("coda-test::kn", BLayout::Kn, false, PARAMS, &[], VARIANTS, "none") };
+    static KN: Kernel = unsafe { Kernel::new("coda-test::kn", BLayout::Kn, false, PARAMS, &[], VARIANTS, "none", Work::ZERO) };
     let mut c = valid();
     c.dims[1] = vec![264, 520];
     let run_kn = |c: &Case| run_with(&KN, c);

@@ -1,5 +1,5 @@
-//! Every program of this crate on the GPU at two ragged shapes, in its
-//! default config, against the f64 interpreter with the project's criterion,
+//! Every program of this crate on the GPU at two ragged shapes, in each
+//! config its default build compiles (its own and the default set's), against the f64 interpreter with the project's criterion,
 //! each output bitwise repeatable. Without a GPU it prints why and passes.
 //! `gpu_user [--sanitize]`.
 
@@ -21,25 +21,28 @@ fn main() {
             return;
         }
     };
-    let mut failed = vec![];
+    let (mut failed, mut total) = (vec![], 0);
     for (i, (name, kernel, program)) in programs.iter().enumerate() {
-        for (j, &shape) in shapes.iter().enumerate() {
-            let outcome = harness::verify(&stream, kernel, program, Some(Choice::own(kernel)), shape, 3000 + 10 * i as u64 + j as u64);
-            let (pass, detail) = match outcome {
-                Ok(r) => {
-                    let worst = r.checks.iter().map(|c| format!("{} {:.2e}/{:.2e}", c.output, c.err, c.yardstick));
-                    (r.pass(), format!("repeat bitwise {}; err/bf16 err: {}", r.repeat_bitwise, worst.collect::<Vec<_>>().join(", ")))
+        for (variant, v) in kernel.variants().iter().enumerate() {
+            let (choice, config) = (Choice { variant, config: v.config(), ..Choice::own(kernel) }, v.config().name());
+            for (j, &shape) in shapes.iter().enumerate() {
+                total += 1;
+                let outcome = harness::verify(&stream, kernel, program, Some(choice), shape, 3000 + 10 * i as u64 + j as u64);
+                let (pass, detail) = match outcome {
+                    Ok(r) => {
+                        let worst = r.checks.iter().map(|c| format!("{} {:.2e}/{:.2e}", c.output, c.err, c.yardstick));
+                        (r.pass(), format!("repeat bitwise {}; err/bf16 err: {}", r.repeat_bitwise, worst.collect::<Vec<_>>().join(", ")))
+                    }
+                    Err(e) => (false, format!("error: {e}")),
+                };
+                let (m, n, k) = shape;
+                println!("{} {name} [{config}] M={m} N={n} K={k}: {detail}", if pass { "PASS" } else { "FAIL" });
+                if !pass {
+                    failed.push(format!("{name} [{config}] at {m}×{n}×{k}"));
                 }
-                Err(e) => (false, format!("error: {e}")),
-            };
-            let (m, n, k) = shape;
-            println!("{} {name} [{}] M={m} N={n} K={k}: {detail}", if pass { "PASS" } else { "FAIL" }, program.config.name());
-            if !pass {
-                failed.push(format!("{name} at {m}×{n}×{k}"));
             }
         }
     }
-    let total = programs.len() * shapes.len();
     println!("{} passed, {} failed", total - failed.len(), failed.len());
     if !failed.is_empty() {
         println!("FAILED: {}", failed.join(", "));

@@ -179,6 +179,9 @@ def _setup_context(ctx, inputs, output):
     ctx.save_for_backward(attn, pos, wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, freq, x1, r1, z1, y1, x2, r2, qkv)
     ctx.config = config
     ctx.mark_non_differentiable(x1, r1, z1, y1, r2)
+    # The intermediates have no gradient; without this autograd would fill
+    # a zero tensor for each ([M, 2F] for z1) before every backward.
+    ctx.set_materialize_grads(False)
 
 
 def _grad(ctx, dx2, dqkv, *_intermediates):

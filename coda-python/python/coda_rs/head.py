@@ -63,9 +63,14 @@ def _setup_context(ctx, inputs, output):
     ctx.save_for_backward(dx, dgamma, dw)
     ctx.dtypes = (x.dtype, gamma.dtype, w.dtype)
     ctx.mark_non_differentiable(dx, dgamma, dw)
+    # The saved gradients are outputs without a gradient of their own; do
+    # not let autograd fill zero tensors ([V, d] for dw) for them.
+    ctx.set_materialize_grads(False)
 
 
 def _grad(ctx, dmean, *_):
+    if dmean is None:
+        return (None,) * 6
     dx, dgamma, dw = ctx.saved_tensors
     g = dmean.reshape(())
     tx, tg, tw = ctx.dtypes

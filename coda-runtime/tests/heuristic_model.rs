@@ -1,0 +1,68 @@
+//! The tuner's cost model against H200 timings it must rank: per program
+//! and shape, both default configs, each in the heuristic's scheduler
+//! options. Two sets: session 8's searches of the Llama programs (57
+//! shapes), which the constants were fitted to, so this guards them; and
+//! session 10's searches of the untuned suite at six shapes (84), programs
+//! and shapes the fit never saw. Choosing by the model must beat always
+//! running either config, and stay near each shape's faster one.
+
+use coda_runtime::Problem;
+use coda_runtime::dsl::ir::Config;
+use coda_runtime::dsl::work::Work;
+use coda_runtime::tune::predicted_us;
+
+struct Row {
+    what: String,
+    work: Work,
+    prob: Problem,
+    coop_ms: f64,
+    pp_ms: f64,
+}
+
+fn rows(text: &str) -> Vec<Row> {
+    let mut lines = text.lines().filter(|l| !l.starts_with('#'));
+    let header = lines.next().unwrap();
+    assert!(header.ends_with("coop_128x256_c1x1\tpp_128x128_c1x2"), "{header}");
+    lines
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            let x = |i: usize| f[i].parse::<f64>().unwrap_or_else(|e| panic!("{l}: field {i}: {e}"));
+            let work = Work { tile_load_bytes: x(1) as f32, pair_load_bytes: x(2) as f32, store_bytes: x(3) as f32, sfu: x(4) as f32, alu: x(5) as f32 };
+            let prob = Problem { m: x(6) as usize, n: x(7) as usize, k: x(8) as usize };
+            Row { what: format!("{} {}×{}×{}", f[0], f[6], f[7], f[8]), work, prob, coop_ms: x(9), pp_ms: x(10) }
+        })
+        .collect()
+}
+
+/// (model, cooperative alone, ping-pong alone) as geomeans of the time over
+/// each shape's faster config, and the model's worst shape.
+fn rank(rows: &[Row]) -> (f64, f64, f64, (f64, String)) {
+    let (coop, pp) = (Config::from_name("coop_128x256_c1x1").unwrap(), Config::from_name("pp_128x128_c1x2").unwrap());
+    let geomean = |r: &dyn Fn(&Row) -> f64| (rows.iter().map(|x| r(x).ln()).sum::<f64>() / rows.len() as f64).exp();
+    let chosen = |r: &Row| {
+        let takes_pp = predicted_us(&r.work, &pp, 132, r.prob) < predicted_us(&r.work, &coop, 132, r.prob);
+        (if takes_pp { r.pp_ms } else { r.coop_ms }) / r.coop_ms.min(r.pp_ms)
+    };
+    let worst = rows.iter().map(|r| (chosen(r), r.what.clone())).max_by(|a, b| a.0.total_cmp(&b.0)).unwrap();
+    (geomean(&chosen), geomean(&|r| r.coop_ms / r.coop_ms.min(r.pp_ms)), geomean(&|r| r.pp_ms / r.coop_ms.min(r.pp_ms)), worst)
+}
+
+#[test]
+fn the_model_ranks_the_searches_it_was_fitted_to() {
+    let rows = rows(include_str!("data/h200-default-pair-searches.tsv"));
+    assert_eq!(rows.len(), 57);
+    let (g, coop, pp, worst) = rank(&rows);
+    eprintln!("fitted: model {g:.4} (worst {:.3}, {}), cooperative alone {coop:.4}, ping-pong alone {pp:.4}", worst.0, worst.1);
+    assert!(g <= 1.02 && g < coop.min(pp), "model {g:.4}, cooperative {coop:.4}, ping-pong {pp:.4}");
+    assert!(worst.0 <= 1.25, "worst choice {:.3}× ({})", worst.0, worst.1);
+}
+
+#[test]
+fn the_model_ranks_programs_it_never_saw() {
+    let rows = rows(include_str!("data/h200-untuned-suite-searches.tsv"));
+    assert_eq!(rows.len(), 84);
+    let (g, coop, pp, worst) = rank(&rows);
+    eprintln!("held out: model {g:.4} (worst {:.3}, {}), cooperative alone {coop:.4}, ping-pong alone {pp:.4}", worst.0, worst.1);
+    assert!(g <= 1.01 && g < coop.min(pp), "model {g:.4}, cooperative {coop:.4}, ping-pong {pp:.4}");
+    assert!(worst.0 <= 1.15, "worst choice {:.3}× ({})", worst.0, worst.1);
+}
