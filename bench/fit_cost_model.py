@@ -5,11 +5,16 @@ to timings from the H200, and says how well choosing by it does.
 Inputs: `coda inspect` output (each program's per-element work), `coda tune`
 logs run with CODA_LOG=debug (every timed choice; per config, the time in
 the swizzle and raster order the heuristic gives it is kept), and `coda bench --json` files with an `untuned` table
-(each suite program in its own config beside our bare GEMM, `cutlass_ms`,
-pp_128x128_c1x2, both at swizzle 1 and CUTLASS's raster). The model below mirrors `predicted_us` term by term: change
+(each suite program beside our bare GEMM, `cutlass_ms`; only rows whose
+note says the program ran coop_128x256_c1x1 and the GEMM pp_128x128_c1x2,
+both at swizzle 1 and CUTLASS's raster, as session 7's did, are used). The
+model below mirrors `predicted_us` term by term: change
 both together. Needs numpy and scipy.
 
 usage: fit_cost_model.py INSPECT.txt --tune tune.log [...] [--untuned coda.json [...]]
+The constants in tune.rs come from
+  fit_cost_model.py bench/results/2026-12-01-s10/inspect.txt \
+      --tune bench/results/2026-12-01-s8/tune.log --untuned bench/results/2026-12-01-s7/untuned.json
 """
 import argparse
 import collections
@@ -56,8 +61,11 @@ def timings(tune_logs, untuned):
         if config in PAIR and (swizzle, raster) == scheduler(m, n, config):
             timed[(p.split("::")[-1], m, n, k, config)] = ms
     points = [(*k, t) for k, t in timed.items()]
+    defaults = "fused coop_128x256_c1x1 swizzle 1 raster auto; linear pp_128x128_c1x2 swizzle 1 raster auto"
     for path in untuned:
         for e in json.load(open(path))["untuned"]:
+            if e["note"] != f"configs: {defaults}":
+                continue
             m, n, k = (int(x.split("=")[1]) for x in e["shape"].split())
             points.append((e["name"], m, n, k, PAIR[0], e["fused_ms"]))
             points.append(("bare GEMM", m, n, k, PAIR[1], e["cutlass_ms"]))

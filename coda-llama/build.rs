@@ -21,5 +21,8 @@ fn main() {
         let names = configs.iter().cloned().collect::<Vec<_>>().join(",");
         build.program_configs(program, coda_codegen::ConfigSet::parse(&names).unwrap_or_else(|e| panic!("{path}: {e}")));
     }
+    // A program no shipped search covers (yet) gets its own config alone:
+    // this crate's build is already the heaviest users pay for.
+    build.configs(coda_codegen::ConfigSet::Own);
     build.compile("coda_llama_kernels");
 }

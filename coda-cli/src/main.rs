@@ -198,7 +198,7 @@ fn bench(quick: bool, part: Part, json: Option<PathBuf>, svg: Option<PathBuf>) -
         print!("{}", suite::table(&rows));
     }
     if untuned {
-        println!("\nUntuned suite (coda-user-programs: default build, each program's own config, CODA_TUNE as set):");
+        println!("\nUntuned suite (coda-user-programs: default build, the default config pair, CODA_TUNE as set):");
         print!("{}{}", suite::table(&untuned_rows), suite::summary(&untuned_rows));
     }
     if let Some(path) = json {

@@ -59,9 +59,11 @@ pub enum ConfigSet {
     /// (its own config is cooperative 128×256, cluster 1×1), ping-pong
     /// 128×128 with a 1×2 cluster, so that the tuner's heuristic has the two
     /// configs that serve small and large grids, light and heavy epilogues
-    /// (together within 0.2% of the best of three configs on 57 searched
-    /// Llama shapes; bench/NOTES.md, session 7). A program that chose its
-    /// config gets only that one.
+    /// (together within 0.2% of the best of three configs on the 57 Llama
+    /// shapes session 8 searched in both; bench/NOTES.md, session 7). A
+    /// program in another config (options that differ from the default), and
+    /// a map program (whose empty GEMM the model always gives the
+    /// cooperative tile), gets only its own.
     Default,
     /// Only the program's own config.
     Own,
@@ -81,10 +83,11 @@ impl ConfigSet {
             list => list.split(',').map(|n| Config::from_name(n.trim())).collect::<Result<_, _>>().map(ConfigSet::Named),
         }
     }
-    /// The configs beside `own`, a program's own config.
-    fn configs(&self, own: &Config) -> Vec<Config> {
+    /// The configs beside `p`'s own.
+    fn configs(&self, p: &Program) -> Vec<Config> {
+        let own = &p.config;
         match self {
-            ConfigSet::Default if Config { b_layout: own.b_layout, ..Config::default() } == *own => {
+            ConfigSet::Default if !p.is_map() && Config { b_layout: own.b_layout, ..Config::default() } == *own => {
                 vec![Config::from_name("pp_128x128_c1x2").expect("a valid config name")]
             }
             ConfigSet::Default | ConfigSet::Own => vec![],
@@ -199,7 +202,8 @@ impl Build {
         self.configs = set;
         self
     }
-    /// Apply [`Build::configs`] only to these programs (overridden by
+    /// Apply [`Build::configs`] (or `CODA_CONFIGS`) only to these programs,
+    /// the others getting [`ConfigSet::Default`] (overridden by
     /// `CODA_CONFIG_PROGRAMS`, names separated by commas).
     pub fn config_programs<S: AsRef<str>>(&mut self, names: impl IntoIterator<Item = S>) -> &mut Self {
         self.config_programs = Some(names.into_iter().map(|n| n.as_ref().to_string()).collect());
@@ -268,7 +272,7 @@ impl Build {
                 (None, None) if listed => &self.configs,
                 _ => &ConfigSet::Default,
             };
-            set.configs(&p.config)
+            set.configs(p)
         };
         let paths: Vec<PathBuf> = self.files.iter().map(|f| manifest_dir.join(f)).collect();
         for path in &paths {

@@ -15,19 +15,27 @@
 //! Training calls both at once: [`head_forward_backward`] keeps each chunk's
 //! logits (bf16) from the forward GEMM's epilogue and takes the gradient from
 //! them with a map program, so the head GEMM runs once, not twice.
+//!
+//! [`HeadLoss`] (the weights' `loss`) adds soft-capped logits, z-loss and
+//! label smoothing, each through its own programs (the plain loss runs the
+//! plain ones); the logits stay unstored all the same.
 
 use std::ops::Range;
 use std::sync::Arc;
 
 use super::programs::{
-    cross_entropy_grad as ce_grad, linear_cross_entropy as ce_forward, linear_cross_entropy_backward as ce_backward,
-    linear_cross_entropy_save as ce_save, rms_input, rmsnorm_backward_head as norm_backward,
+    cross_entropy_grad as ce_grad, cross_entropy_grad_softcap as ce_grad_softcap, cross_entropy_grad_terms as ce_grad_terms,
+    linear_cross_entropy as ce_forward, linear_cross_entropy_backward as ce_backward,
+    linear_cross_entropy_backward_softcap as ce_backward_softcap, linear_cross_entropy_backward_terms as ce_backward_terms,
+    linear_cross_entropy_save as ce_save, linear_cross_entropy_save_softcap as ce_save_softcap,
+    linear_cross_entropy_save_sum as ce_save_sum, linear_cross_entropy_softcap as ce_forward_softcap,
+    linear_cross_entropy_sum as ce_forward_sum, rms_input, rmsnorm_backward_head as norm_backward,
 };
 use super::{Owned, Storage, shaped, tokens_of};
 use crate::blas::Cublas;
-use coda_runtime::{AnyTensor, ColPartials, Error, Launches, LsePartials, RowPartials, RowSlices, Stream, Tensor, aux, bf16};
+use coda_runtime::{AnyTensor, ColPartials, Error, Launches, LsePartials, RowPartials, RowSlices, Stream, Tensor, TensorRef, aux, bf16};
 
-/// Launches of [`head_forward`].
+/// Launches of [`head_forward`] (label smoothing adds one aux launch).
 pub const HEAD_FORWARD_LAUNCHES: Launches = Launches { fused: 2, aux: 3, blas: 0 };
 
 /// Launches of [`head_backward`] with `chunks` row chunks (saturating: no
@@ -37,17 +45,103 @@ pub fn head_backward_launches(chunks: usize) -> Launches {
     Launches { fused: per(2, 0), aux: per(2, 1), blas: chunks }
 }
 
-/// Launches of [`head_forward_backward`] with `chunks` row chunks (saturating).
+/// Launches of [`head_forward_backward`] with `chunks` row chunks
+/// (saturating; label smoothing adds one aux launch per chunk).
 pub fn head_forward_backward_launches(chunks: usize) -> Launches {
     let per = |n: usize, fixed: usize| chunks.saturating_mul(n).saturating_add(fixed);
     Launches { fused: per(3, 1), aux: per(3, 3), blas: chunks }
 }
 
-/// The final norm's weight and the LM head `[V, d]` (a `Linear` weight).
+/// The final norm's weight and the LM head `[V, d]` (a `Linear` weight),
+/// and the loss they are trained with.
 pub struct HeadWeights<S: Storage = Owned> {
     pub gamma: S::Bf16,
     pub w: S::Bf16,
     pub eps: f32,
+    /// Plain cross-entropy unless set (checked at each launch).
+    pub loss: HeadLoss,
+}
+
+/// The tail's loss per non-ignored row, with `y` the logits (soft-capped
+/// to `cap · tanh(z / cap)` if `softcap` is set) and `lse` their log-sum-exp:
+/// `lse − (1 − ε) · y[target] − (ε / V) · Σ_j y_j + λ · lse²`, averaged
+/// over the rows as plain cross-entropy is. PyTorch's
+/// `cross_entropy(softcap(z), target, label_smoothing=ε)` plus
+/// `λ · mean(lse²)`; the default is plain cross-entropy.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct HeadLoss {
+    /// Gemma's final-logit soft-capping: a positive, finite `cap`.
+    pub softcap: Option<f32>,
+    /// PaLM's z-loss weight `λ`: finite, ≥ 0.
+    pub z_loss: f32,
+    /// The share `ε` of each target's probability spread over the vocabulary, in `[0, 1]`.
+    pub label_smoothing: f32,
+}
+
+/// The programs' scalars for a checked [`HeadLoss`].
+#[derive(Clone, Copy)]
+struct LossScalars {
+    cap: Option<(f32, f32)>,
+    z2: f32,
+    keep: f32,
+    spread: f32,
+    terms: aux::LossTerms,
+}
+
+impl HeadLoss {
+    /// The scalars the programs take for a vocabulary of `v`, or [`Error::Arg`]
+    /// naming `loss` and the rule a field breaks.
+    fn scalars(&self, v: usize) -> Result<LossScalars, Error> {
+        let HeadLoss { softcap, z_loss, label_smoothing: eps } = *self;
+        if let Some(cap) = softcap
+            && !(cap.is_finite() && cap > 0.0)
+        {
+            return Err(Error::arg("loss", format!("softcap {cap} must be positive and finite")));
+        }
+        if !(z_loss.is_finite() && z_loss >= 0.0) {
+            return Err(Error::arg("loss", format!("z_loss {z_loss} must be finite and ≥ 0")));
+        }
+        if !(0.0..=1.0).contains(&eps) {
+            return Err(Error::arg("loss", format!("label_smoothing {eps} must be in [0, 1]")));
+        }
+        let spread = eps / v as f32;
+        Ok(LossScalars {
+            cap: softcap.map(|c| (c, 1.0 / c)),
+            z2: 2.0 * z_loss,
+            keep: 1.0 - eps,
+            spread,
+            terms: aux::LossTerms { target: 1.0 - eps, sum: spread, lse_squared: z_loss },
+        })
+    }
+}
+
+/// Which program of a family a loss runs: the plain one, the one with the
+/// z-loss and smoothing terms (or, in the forward, the row sums), or the
+/// soft-capped one. Partials belong to the program that writes them, so the
+/// state keeps one set per variant.
+const PLAIN: usize = 0;
+const TERMS: usize = 1;
+const SOFTCAP: usize = 2;
+
+impl LossScalars {
+    /// The loss needs `Σ_j y_j` per row.
+    fn sums(&self) -> bool {
+        self.spread != 0.0
+    }
+    /// The variant of the forward programs (their outputs: the row sums or not).
+    fn forward(&self) -> usize {
+        if self.cap.is_some() { SOFTCAP } else if self.sums() { TERMS } else { PLAIN }
+    }
+    /// The variant of the gradient programs.
+    fn gradient(&self) -> usize {
+        if self.cap.is_some() {
+            SOFTCAP
+        } else if self.z2 != 0.0 || self.spread != 0.0 {
+            TERMS
+        } else {
+            PLAIN
+        }
+    }
 }
 
 impl HeadWeights {
@@ -66,7 +160,7 @@ impl<S: Storage> HeadWeights<S> {
             _ => return Err(Error::arg("gamma", format!("shape {:?} must be [d], d a positive multiple of 8", gamma.dims()))),
         };
         match *w.dims() {
-            [v, k] if k == d && v > 0 && v % 8 == 0 => Ok(HeadWeights { gamma, w, eps }),
+            [v, k] if k == d && v > 0 && v % 8 == 0 => Ok(HeadWeights { gamma, w, eps, loss: HeadLoss::default() }),
             _ => Err(Error::arg("w", format!("shape {:?} must be [V, d] with d = {d} (gamma's length), V a multiple of 8", w.dims()))),
         }
     }
@@ -87,9 +181,14 @@ pub struct HeadState<S: Storage = Owned> {
     pub u: S::Bf16,
     sq_partials: RowPartials,
     pub r: S::F32,
-    lse_partials: LsePartials,
+    /// Per forward variant (`PLAIN`, `TERMS`, `SOFTCAP`).
+    lse_partials: [LsePartials; 3],
     pub lse: S::F32,
     pub target_logit: S::F32,
+    /// `Σ_j y_j` per row and its partials per forward variant, for label
+    /// smoothing (the vector allocated on first use).
+    sum_partials: [RowPartials; 3],
+    row_sum: Option<Tensor<f32>>,
     /// Per-row loss, 0 for ignored rows, `[M]`.
     pub loss: S::F32,
     /// Mean loss over non-ignored rows, `[1]`.
@@ -132,9 +231,11 @@ impl<S: Storage> HeadState<S> {
             u,
             sq_partials: RowPartials::new(),
             r,
-            lse_partials: LsePartials::new(),
+            lse_partials: Default::default(),
             lse,
             target_logit,
+            sum_partials: Default::default(),
+            row_sum: None,
             loss,
             mean,
         })
@@ -149,7 +250,8 @@ impl HeadState {
             t.poison()?;
         }
         self.sq_partials.poison()?;
-        self.lse_partials.poison()
+        self.sum_partials.iter_mut().try_for_each(RowPartials::poison)?;
+        self.lse_partials.iter_mut().try_for_each(LsePartials::poison)
     }
 }
 
@@ -162,14 +264,37 @@ pub fn head_forward<W: Storage, S: Storage>(
     targets: &impl RowSlices<i32>,
     s: &mut HeadState<S>,
 ) -> Result<(), Error> {
+    let loss = h.loss.scalars(h.vocab())?;
     check_targets(targets, s.tokens)?;
     norm_input(stream, h, x, s)?;
-    ce_forward::launch(
-        stream,
-        ce_forward::Args { a: &s.u, b: &h.w, r: &s.r, target: targets, lse: &mut s.lse_partials, target_logit: &mut s.target_logit },
-    )?;
-    aux::lse_from_partials(stream, &s.lse_partials, &mut s.lse)?;
-    aux::cross_entropy_loss(stream, &s.lse, &s.target_logit, targets, h.vocab(), &mut s.loss, &mut s.mean)
+    let v = loss.forward();
+    let (a, b, r, target, target_logit) = (&s.u, &h.w, &s.r, targets, &mut s.target_logit);
+    let (lse, sum) = (&mut s.lse_partials[v], &mut s.sum_partials[v]);
+    match loss.cap {
+        Some((cap, inv_cap)) => {
+            ce_forward_softcap::launch(stream, ce_forward_softcap::Args { a, b, r, target, lse, target_logit, sum, cap, inv_cap })?
+        }
+        None if loss.sums() => ce_forward_sum::launch(stream, ce_forward_sum::Args { a, b, r, target, lse, target_logit, sum })?,
+        None => ce_forward::launch(stream, ce_forward::Args { a, b, r, target, lse, target_logit })?,
+    }
+    aux::lse_from_partials(stream, &s.lse_partials[v], &mut s.lse)?;
+    let row_sum = match loss.sums() {
+        true => {
+            let row_sum = row_sum_buffer(stream, &mut s.row_sum, s.tokens)?;
+            aux::row_sums(stream, &s.sum_partials[v], 1.0, row_sum)?;
+            Some(&*row_sum as &dyn TensorRef<f32>)
+        }
+        false => None,
+    };
+    aux::cross_entropy_loss_with(stream, &s.lse, &s.target_logit, row_sum, targets, h.vocab(), loss.terms, &mut s.loss, &mut s.mean)
+}
+
+/// The state's `Σ_j y_j` vector, allocated on first use.
+fn row_sum_buffer<'a>(stream: &Stream, slot: &'a mut Option<Tensor<f32>>, tokens: usize) -> Result<&'a mut Tensor<f32>, Error> {
+    if slot.is_none() {
+        *slot = Some(Tensor::zeros(stream, &[tokens])?);
+    }
+    Ok(slot.as_mut().expect("allocated above"))
 }
 
 /// The final norm's input half: `u = x ⊙ γ` and `r`, for `x` `[M, d]`.
@@ -243,12 +368,14 @@ struct Chunk {
     rows: usize,
     /// The logits, kept by [`head_forward_backward`].
     logits: Tensor<bf16>,
-    lse_partials: LsePartials,
+    /// The saving forward's partials, per forward variant.
+    lse_partials: [LsePartials; 3],
+    sum_partials: [RowPartials; 3],
     dlogits: Tensor<bf16>,
-    /// `Σ dlogits ⊙ logits` partials of `linear_cross_entropy_backward` and of
-    /// `cross_entropy_grad`: one per producing program.
-    s_partials: RowPartials,
-    grad_s_partials: RowPartials,
+    /// `Σ dlogits ⊙ logits` partials of the `linear_cross_entropy_backward`
+    /// and `cross_entropy_grad` programs, per gradient variant: one per producing program.
+    s_partials: [RowPartials; 3],
+    grad_s_partials: [RowPartials; 3],
     s: Tensor<f32>,
     /// The chunk's `dγ` partials, summed into the gradient after each chunk.
     dgamma_partials: ColPartials,
@@ -261,10 +388,11 @@ impl Chunk {
         Ok(Chunk {
             rows,
             logits: Tensor::zeros(stream, &[rows, v])?,
-            lse_partials: LsePartials::new(),
+            lse_partials: Default::default(),
+            sum_partials: Default::default(),
             dlogits: Tensor::zeros(stream, &[rows, v])?,
-            s_partials: RowPartials::new(),
-            grad_s_partials: RowPartials::new(),
+            s_partials: Default::default(),
+            grad_s_partials: Default::default(),
             s: Tensor::zeros(stream, &[rows])?,
             dgamma_partials: ColPartials::new(),
             xg: Tensor::zeros(stream, &[rows, h.hidden()])?,
@@ -280,9 +408,9 @@ impl Chunk {
     /// Device bytes, the partials as allocated by the launches so far.
     fn bytes(&self) -> usize {
         let allocated = |t: Option<&Tensor<f32>>| t.map_or(0, Tensor::len);
-        let partials = allocated(self.lse_partials.tensor())
-            + allocated(self.s_partials.tensor())
-            + allocated(self.grad_s_partials.tensor())
+        let rows = self.sum_partials.iter().chain(&self.s_partials).chain(&self.grad_s_partials);
+        let partials = self.lse_partials.iter().map(|p| allocated(p.tensor())).sum::<usize>()
+            + rows.map(|p| allocated(p.tensor())).sum::<usize>()
             + allocated(self.dgamma_partials.tensor());
         2 * (self.logits.len() + self.dlogits.len() + self.xg.len()) + 4 * (partials + self.s.len())
     }
@@ -380,6 +508,7 @@ pub fn head_backward<W: Storage, F: Storage, G: Storage>(
     bs: &mut HeadBackwardState,
     g: &mut HeadGrads<G>,
 ) -> Result<(), Error> {
+    let loss = h.loss.scalars(h.vocab())?;
     check_backward(h, fwd.tokens, bs, g)?;
     if x.dims() != fwd.u.dims() {
         return Err(Error::arg("x", format!("shape {:?} must be the forward's {:?}", x.dims(), fwd.u.dims())));
@@ -388,20 +517,21 @@ pub fn head_backward<W: Storage, F: Storage, G: Storage>(
     aux::cross_entropy_row_weights(stream, targets, h.vocab(), &mut bs.row_weights)?;
     for (i, rows) in bs.chunk_ranges().enumerate() {
         let c = Chunk::pick(&mut bs.full, &mut bs.last, rows.len());
-        ce_backward::launch(
-            stream,
-            ce_backward::Args {
-                a: &fwd.u.row_slice(rows.clone())?,
-                b: &h.w,
-                r: &fwd.r.row_slice(rows.clone())?,
-                lse: &fwd.lse.row_slice(rows.clone())?,
-                target: &targets.row_slice(rows.clone())?,
-                w: &bs.row_weights.rows(rows.clone())?,
-                dlogits: &mut c.dlogits,
-                dot: &mut c.s_partials,
-            },
-        )?;
-        aux::row_sums(stream, &c.s_partials, 1.0 / h.hidden() as f32, &mut c.s)?;
+        let (a, b, r) = (&fwd.u.row_slice(rows.clone())?, &h.w, &fwd.r.row_slice(rows.clone())?);
+        let (lse, target, w) = (&fwd.lse.row_slice(rows.clone())?, &targets.row_slice(rows.clone())?, &bs.row_weights.rows(rows.clone())?);
+        let (LossScalars { z2, keep, spread, .. }, v) = (loss, loss.gradient());
+        let (dlogits, dot) = (&mut c.dlogits, &mut c.s_partials[v]);
+        match loss.cap {
+            Some((cap, inv_cap)) => ce_backward_softcap::launch(
+                stream,
+                ce_backward_softcap::Args { a, b, r, lse, target, w, dlogits, dot, cap, inv_cap, z2, keep, spread },
+            )?,
+            None if v == TERMS => {
+                ce_backward_terms::launch(stream, ce_backward_terms::Args { a, b, r, lse, target, w, dlogits, dot, z2, keep, spread })?
+            }
+            None => ce_backward::launch(stream, ce_backward::Args { a, b, r, lse, target, w, dlogits, dot })?,
+        }
+        aux::row_sums(stream, &c.s_partials[v], 1.0 / h.hidden() as f32, &mut c.s)?;
         input_and_weight_grads(stream, h, x, fwd, bs, rows, i == 0, g)?;
     }
     Ok(())
@@ -421,41 +551,55 @@ pub fn head_forward_backward<W: Storage, F: Storage, G: Storage>(
     bs: &mut HeadBackwardState,
     g: &mut HeadGrads<G>,
 ) -> Result<(), Error> {
+    let loss = h.loss.scalars(h.vocab())?;
     check_backward(h, fs.tokens, bs, g)?;
     check_targets(targets, fs.tokens)?;
     norm_input(stream, h, x, fs)?;
+    if loss.sums() {
+        row_sum_buffer(stream, &mut fs.row_sum, fs.tokens)?;
+    }
     aux::cross_entropy_row_weights(stream, targets, h.vocab(), &mut bs.row_weights)?;
     for (i, rows) in bs.chunk_ranges().enumerate() {
         let c = Chunk::pick(&mut bs.full, &mut bs.last, rows.len());
-        let target = targets.row_slice(rows.clone())?;
-        ce_save::launch(
-            stream,
-            ce_save::Args {
-                a: &fs.u.row_slice(rows.clone())?,
-                b: &h.w,
-                r: &fs.r.row_slice(rows.clone())?,
-                target: &target,
-                logits: &mut c.logits,
-                lse: &mut c.lse_partials,
-                target_logit: &mut fs.target_logit.row_slice_mut(rows.clone())?,
-            },
-        )?;
-        aux::lse_from_partials(stream, &c.lse_partials, &mut fs.lse.row_slice_mut(rows.clone())?)?;
-        ce_grad::launch(
-            stream,
-            ce_grad::Args {
-                logits: &c.logits,
-                lse: &fs.lse.row_slice(rows.clone())?,
-                target: &target,
-                w: &bs.row_weights.rows(rows.clone())?,
-                dlogits: &mut c.dlogits,
-                dot: &mut c.grad_s_partials,
-            },
-        )?;
-        aux::row_sums(stream, &c.grad_s_partials, 1.0 / h.hidden() as f32, &mut c.s)?;
+        let target = &targets.row_slice(rows.clone())?;
+        let (a, b, r) = (&fs.u.row_slice(rows.clone())?, &h.w, &fs.r.row_slice(rows.clone())?);
+        let (fv, gv) = (loss.forward(), loss.gradient());
+        {
+            let (logits, lse, sum) = (&mut c.logits, &mut c.lse_partials[fv], &mut c.sum_partials[fv]);
+            let target_logit = &mut fs.target_logit.row_slice_mut(rows.clone())?;
+            match loss.cap {
+                Some((cap, inv_cap)) => ce_save_softcap::launch(
+                    stream,
+                    ce_save_softcap::Args { a, b, r, target, logits, lse, target_logit, sum, cap, inv_cap },
+                )?,
+                None if loss.sums() => {
+                    ce_save_sum::launch(stream, ce_save_sum::Args { a, b, r, target, logits, lse, target_logit, sum })?
+                }
+                None => ce_save::launch(stream, ce_save::Args { a, b, r, target, logits, lse, target_logit })?,
+            }
+        }
+        aux::lse_from_partials(stream, &c.lse_partials[fv], &mut fs.lse.row_slice_mut(rows.clone())?)?;
+        if let Some(row_sum) = fs.row_sum.as_mut().filter(|_| loss.sums()) {
+            aux::row_sums(stream, &c.sum_partials[fv], 1.0, &mut row_sum.rows_mut(rows.clone())?)?;
+        }
+        let (logits, lse, w) = (&c.logits, &fs.lse.row_slice(rows.clone())?, &bs.row_weights.rows(rows.clone())?);
+        let LossScalars { z2, keep, spread, .. } = loss;
+        let (dlogits, dot) = (&mut c.dlogits, &mut c.grad_s_partials[gv]);
+        match loss.cap {
+            Some((cap, inv_cap)) => ce_grad_softcap::launch(
+                stream,
+                ce_grad_softcap::Args { logits, lse, target, w, dlogits, dot, cap, inv_cap, z2, keep, spread },
+            )?,
+            None if gv == TERMS => {
+                ce_grad_terms::launch(stream, ce_grad_terms::Args { logits, lse, target, w, dlogits, dot, z2, keep, spread })?
+            }
+            None => ce_grad::launch(stream, ce_grad::Args { logits, lse, target, w, dlogits, dot })?,
+        }
+        aux::row_sums(stream, &c.grad_s_partials[gv], 1.0 / h.hidden() as f32, &mut c.s)?;
         input_and_weight_grads(stream, h, x, fs, bs, rows, i == 0, g)?;
     }
-    aux::cross_entropy_loss(stream, &fs.lse, &fs.target_logit, targets, h.vocab(), &mut fs.loss, &mut fs.mean)
+    let row_sum = fs.row_sum.as_ref().filter(|_| loss.sums()).map(|t| t as &dyn TensorRef<f32>);
+    aux::cross_entropy_loss_with(stream, &fs.lse, &fs.target_logit, row_sum, targets, h.vocab(), loss.terms, &mut fs.loss, &mut fs.mean)
 }
 
 /// With a chunk's `dlogits` and `s` written: `dx` and the `dγ` partials of its rows (the norm's backward in the epilogue of

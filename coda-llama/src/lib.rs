@@ -26,7 +26,7 @@ pub mod programs;
 
 pub use backward::{BACKWARD_LAUNCHES, BackwardState, BlockGrads, block_backward};
 pub use head::{
-    HEAD_FORWARD_LAUNCHES, HeadBackwardState, HeadGrads, HeadState, HeadWeights, head_backward, head_backward_launches, head_forward,
+    HEAD_FORWARD_LAUNCHES, HeadBackwardState, HeadGrads, HeadLoss, HeadState, HeadWeights, head_backward, head_backward_launches, head_forward,
     head_forward_backward, head_forward_backward_launches,
 };
 

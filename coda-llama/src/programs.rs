@@ -164,8 +164,112 @@ pub fn cross_entropy_grad(logits: Tile<bf16>, lse: PerRow<f32>, target: PerRow<i
     (dlogits, dot)
 }
 
+// The LM-head loss variants (`HeadLoss`): soft-capped logits
+// `y = cap · tanh(z / cap)` (Gemma), z-loss `λ · lse²` (PaLM) and label
+// smoothing `ε` (which needs `Σ_j y_j` per row). With `ε` and `λ` the
+// gradient with respect to `y` is `(softmax · (1 + 2λ·lse) − (1 − ε) ·
+// onehot(target) − ε/V) · w`; the scalars are `z2 = 2λ`, `keep = 1 − ε`,
+// `spread = ε / V`, `inv_cap = 1 / cap`. Logits are never stored beyond a
+// chunk, as in the plain programs above.
+
+#[coda::epilogue(tile = (128, 128), cluster = (1, 2), schedule = pingpong)]
+/// `linear_cross_entropy` plus each tile's row sums of the logits.
+pub fn linear_cross_entropy_sum(acc: Acc, r: PerRow<f32>, target: PerRow<i32>) -> (LsePartial<f32>, PerRow<f32>, RowPartial<f32>) {
+    let logits = acc * r;
+    let lse = row_lse(logits);
+    let target_logit = gather(logits, target);
+    let sum = row_sum(logits);
+    (lse, target_logit, sum)
+}
+
+#[coda::epilogue(tile = (128, 128), cluster = (1, 2), schedule = pingpong)]
+/// `linear_cross_entropy_sum` of the soft-capped logits.
+pub fn linear_cross_entropy_softcap(acc: Acc, r: PerRow<f32>, target: PerRow<i32>, cap: Scalar, inv_cap: Scalar)
+    -> (LsePartial<f32>, PerRow<f32>, RowPartial<f32>) {
+    let y = cap * tanh(acc * r * inv_cap);
+    let lse = row_lse(y);
+    let target_logit = gather(y, target);
+    let sum = row_sum(y);
+    (lse, target_logit, sum)
+}
+
+#[coda::epilogue(tile = (128, 128), cluster = (1, 2), schedule = pingpong)]
+/// `linear_cross_entropy_backward` with z-loss and label smoothing.
+pub fn linear_cross_entropy_backward_terms(
+    acc: Acc, r: PerRow<f32>, lse: PerRow<f32>, target: PerRow<i32>, w: PerRow<f32>, z2: Scalar, keep: Scalar, spread: Scalar,
+) -> (Tile<bf16>, RowPartial<f32>) {
+    let logits = acc * r;
+    let p = exp(logits - lse) * (1.0 + z2 * lse);
+    let dlogits = (p - onehot(target) * keep - spread) * w;
+    let dot = row_sum(dlogits * logits);
+    (dlogits, dot)
+}
+
+#[coda::epilogue(tile = (128, 128), cluster = (1, 2), schedule = pingpong)]
+/// `linear_cross_entropy_backward_terms` through the soft cap: the gradient
+/// with respect to `y`, times `dy/dz = 1 − tanh²(z / cap)`.
+pub fn linear_cross_entropy_backward_softcap(
+    acc: Acc, r: PerRow<f32>, lse: PerRow<f32>, target: PerRow<i32>, w: PerRow<f32>,
+    cap: Scalar, inv_cap: Scalar, z2: Scalar, keep: Scalar, spread: Scalar,
+) -> (Tile<bf16>, RowPartial<f32>) {
+    let logits = acc * r;
+    let t = tanh(logits * inv_cap);
+    let p = exp(cap * t - lse) * (1.0 + z2 * lse);
+    let dlogits = (p - onehot(target) * keep - spread) * w * (1.0 - t * t);
+    let dot = row_sum(dlogits * logits);
+    (dlogits, dot)
+}
+
+#[coda::epilogue(tile = (128, 192), cluster = (2, 1), schedule = pingpong)]
+/// `linear_cross_entropy_save` plus each tile's row sums of the logits.
+pub fn linear_cross_entropy_save_sum(acc: Acc, r: PerRow<f32>, target: PerRow<i32>)
+    -> (Tile<bf16>, LsePartial<f32>, PerRow<f32>, RowPartial<f32>) {
+    let logits = acc * r;
+    let lse = row_lse(logits);
+    let target_logit = gather(logits, target);
+    let sum = row_sum(logits);
+    (logits, lse, target_logit, sum)
+}
+
+#[coda::epilogue(tile = (128, 192), cluster = (2, 1), schedule = pingpong)]
+/// `linear_cross_entropy_softcap` that keeps the logits before the cap
+/// (the gradient's `1 − tanh²` is computed from them, not from capped bf16).
+pub fn linear_cross_entropy_save_softcap(acc: Acc, r: PerRow<f32>, target: PerRow<i32>, cap: Scalar, inv_cap: Scalar)
+    -> (Tile<bf16>, LsePartial<f32>, PerRow<f32>, RowPartial<f32>) {
+    let logits = acc * r;
+    let y = cap * tanh(logits * inv_cap);
+    let lse = row_lse(y);
+    let target_logit = gather(y, target);
+    let sum = row_sum(y);
+    (logits, lse, target_logit, sum)
+}
+
+#[coda::epilogue]
+/// `cross_entropy_grad` with z-loss and label smoothing.
+pub fn cross_entropy_grad_terms(
+    logits: Tile<bf16>, lse: PerRow<f32>, target: PerRow<i32>, w: PerRow<f32>, z2: Scalar, keep: Scalar, spread: Scalar,
+) -> (Tile<bf16>, RowPartial<f32>) {
+    let p = exp(logits - lse) * (1.0 + z2 * lse);
+    let dlogits = (p - onehot(target) * keep - spread) * w;
+    let dot = row_sum(dlogits * logits);
+    (dlogits, dot)
+}
+
+#[coda::epilogue]
+/// `cross_entropy_grad_terms` through the soft cap, from the logits before it.
+pub fn cross_entropy_grad_softcap(
+    logits: Tile<bf16>, lse: PerRow<f32>, target: PerRow<i32>, w: PerRow<f32>,
+    cap: Scalar, inv_cap: Scalar, z2: Scalar, keep: Scalar, spread: Scalar,
+) -> (Tile<bf16>, RowPartial<f32>) {
+    let t = tanh(logits * inv_cap);
+    let p = exp(cap * t - lse) * (1.0 + z2 * lse);
+    let dlogits = (p - onehot(target) * keep - spread) * w * (1.0 - t * t);
+    let dot = row_sum(dlogits * logits);
+    (dlogits, dot)
+}
+
 /// Every program of this crate (for tools: `coda inspect`, `coda tune`).
-pub fn kernels() -> [&'static coda::Kernel; 14] {
+pub fn kernels() -> [&'static coda::Kernel; 22] {
     [
         &linear_residual_rms_partial::KERNEL,
         &linear_rowscale_swiglu::KERNEL,
@@ -181,5 +285,13 @@ pub fn kernels() -> [&'static coda::Kernel; 14] {
         &matmul::KERNEL,
         &linear_cross_entropy_save::KERNEL,
         &cross_entropy_grad::KERNEL,
+        &linear_cross_entropy_sum::KERNEL,
+        &linear_cross_entropy_softcap::KERNEL,
+        &linear_cross_entropy_backward_terms::KERNEL,
+        &linear_cross_entropy_backward_softcap::KERNEL,
+        &linear_cross_entropy_save_sum::KERNEL,
+        &linear_cross_entropy_save_softcap::KERNEL,
+        &cross_entropy_grad_terms::KERNEL,
+        &cross_entropy_grad_softcap::KERNEL,
     ]
 }

@@ -2,7 +2,7 @@
 //! LM head → mean cross-entropy, and its gradients, in chunks of rows
 //! without the `M × V` logits) on PyTorch tensors, borrowed through DLPack.
 
-use coda_llama::{HeadBackwardState, HeadGrads, HeadState, HeadWeights, Borrowed};
+use coda_llama::{Borrowed, HeadBackwardState, HeadGrads, HeadLoss, HeadState, HeadWeights};
 use coda_runtime::{bf16, Error};
 use pyo3::prelude::*;
 
@@ -14,6 +14,7 @@ const GRADS: [&str; 3] = ["dx", "dgamma", "dw"];
 
 /// The tail's forward and backward on PyTorch's current stream of `device`:
 /// `state` (written) in [`STATE`]'s order, `grads` (written) in [`GRADS`]';
+/// `loss` is `(softcap, z_loss, label_smoothing)` with softcap 0 for none;
 /// chunk buffers of `chunk_rows × V` are allocated on the stream per call.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
@@ -22,6 +23,7 @@ pub fn head_forward_backward(
     device: usize,
     eps: f32,
     chunk_rows: usize,
+    loss: (f32, f32, f32),
     gamma: Bound<'_, PyAny>,
     w: Bound<'_, PyAny>,
     x: Bound<'_, PyAny>,
@@ -35,7 +37,9 @@ pub fn head_forward_backward(
     let st = import_all(py, "state", &STATE, &state, device, &on)?;
     let gr = import_all(py, "grads", &GRADS, &grads, device, &on)?;
     let run = || -> Result<(), Error> {
-        let h = HeadWeights::<Borrowed>::from_parts(raw::<bf16>(&s, "gamma", &inputs[0])?, raw::<bf16>(&s, "w", &inputs[1])?, eps)?;
+        let mut h = HeadWeights::<Borrowed>::from_parts(raw::<bf16>(&s, "gamma", &inputs[0])?, raw::<bf16>(&s, "w", &inputs[1])?, eps)?;
+        let (cap, z_loss, label_smoothing) = loss;
+        h.loss = HeadLoss { softcap: (cap != 0.0).then_some(cap), z_loss, label_smoothing };
         let x = raw::<bf16>(&s, "x", &inputs[2])?;
         let targets = raw::<i32>(&s, "targets", &inputs[3])?;
         let f = |i: usize| raw::<f32>(&s, STATE[i], &st[i]);

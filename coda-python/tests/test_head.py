@@ -26,9 +26,27 @@ NAMES = ["loss", "dx", "dgamma", "dw"]
 EPS = 1e-5
 
 
-def reference(x, targets, gamma, w):
+def reference(x, targets, gamma, w, softcap=None, z_loss=0.0, label_smoothing=0.0):
+    """The tail in plain PyTorch: soft-capped logits, ``F.cross_entropy``
+    with label smoothing, plus ``z_loss`` times the mean ``lse²`` of the
+    rows ``F.cross_entropy`` averages over."""
     h = x * torch.rsqrt((x * x).mean(-1, keepdim=True) + EPS) * gamma
-    return F.cross_entropy(h @ w.T, targets, ignore_index=-100)
+    logits = h @ w.T
+    if softcap is not None:
+        logits = softcap * torch.tanh(logits / softcap)
+    loss = F.cross_entropy(logits, targets, ignore_index=-100, label_smoothing=label_smoothing)
+    if z_loss:
+        lse = torch.logsumexp(logits[targets != -100], dim=-1)
+        loss = loss + z_loss * (lse * lse).mean()
+    return loss
+
+# Each loss variant alone and all together; a cap of 2 bends logits of ~±1.
+VARIANTS = [
+    {"softcap": 2.0},
+    {"z_loss": 0.05},
+    {"label_smoothing": 0.1},
+    {"softcap": 2.0, "z_loss": 0.05, "label_smoothing": 0.1},
+]
 
 
 @unittest.skipUnless(GPU, "needs a CUDA GPU and PyTorch")
@@ -57,6 +75,21 @@ class HeadOp(unittest.TestCase):
             self.assertEqual(o.shape, e.shape, name)
             self.assertTrue(torch.equal(o, a), f"{name} differs between two runs")
             criterion(self, name, o, e, y)
+
+    def test_loss_variants_against_f64(self):
+        """Soft-capping, z-loss and label smoothing (the programs of each
+        variant), loss and gradients against the PyTorch formula."""
+        for variant in VARIANTS:
+            with self.subTest(**variant):
+                coda = lambda x, t, gamma, w: head_loss(x, t, gamma, w, EPS, chunk_rows=256, **variant)  # noqa: E731
+                torch_ = lambda x, t, gamma, w: reference(x, t, gamma, w, **variant)  # noqa: E731
+                ours, again = self.run_tail(torch.bfloat16, coda), self.run_tail(torch.bfloat16, coda)
+                exact, bf16 = self.run_tail(torch.float64, torch_), self.run_tail(torch.bfloat16, torch_)
+                plain = self.run_tail(torch.float64, reference)
+                for name, o, a, e, y, p in zip(NAMES, ours, again, exact, bf16, plain):
+                    self.assertTrue(torch.equal(o, a), f"{name} differs between two runs")
+                    self.assertGreater((e - p).abs().max().item(), 0.0, f"{name}: the variant changes nothing")
+                    criterion(self, f"{name} {variant}", o, e, y)
 
     def test_compiled_matches_eager(self):
         def loss(x, t, gamma, w):
@@ -101,6 +134,18 @@ class HeadOp(unittest.TestCase):
         refused("targets", targets=self.targets[:-1])
         refused("chunk_rows", chunk_rows=100)
         refused("x", x=self.x.cpu())
+
+        def refused_loss(name, **loss):
+            with self.assertRaises(ArgumentError) as e:
+                head_loss(self.x, self.targets, self.gamma, self.w, EPS, 256, **loss)
+            self.assertEqual(e.exception.argument, name, str(e.exception))
+            print(f"  {name}: {e.exception}")
+
+        refused_loss("softcap", softcap=-1.0)
+        refused_loss("loss", softcap=float("inf"))
+        refused_loss("loss", z_loss=-0.1)
+        refused_loss("loss", label_smoothing=1.5)
+        refused_loss("loss", z_loss=float("nan"))
 
 
 if __name__ == "__main__":

@@ -71,10 +71,14 @@ __global__ void lse_finish(const float* __restrict__ partials, int64_t m, int64_
   lse[row] = big + logf(sum);
 }
 
-// loss[m] = lse[m] − target_logit[m] where 0 ≤ target[m] < n, else 0; mean over
-// those rows (NaN if none). One block: a fixed summation order, deterministic.
+// loss[m] = lse[m] − w_target·target_logit[m] − w_sum·row_sum[m] + w_lse_squared·lse[m]²
+// where 0 ≤ target[m] < n, else 0; mean over those rows (NaN if none). A term
+// of weight 0 is left out (row_sum is null then), so plain cross-entropy
+// (1, 0, 0) is lse − target_logit exactly. One block: a fixed summation
+// order, deterministic.
 __global__ void cross_entropy_finish(const float* __restrict__ lse, const float* __restrict__ target_logit,
-                                     const int32_t* __restrict__ target, int64_t m, int64_t n,
+                                     const float* __restrict__ row_sum, const int32_t* __restrict__ target, int64_t m,
+                                     int64_t n, float w_target, float w_sum, float w_lse_squared,
                                      float* __restrict__ loss, float* __restrict__ mean) {
   __shared__ float sums[1024];
   __shared__ float counts[1024];
@@ -82,7 +86,13 @@ __global__ void cross_entropy_finish(const float* __restrict__ lse, const float*
   for (int64_t row = threadIdx.x; row < m; row += blockDim.x) {
     int32_t t = target[row];
     bool valid = t >= 0 && t < n;
-    float l = valid ? lse[row] - target_logit[row] : 0.0f;
+    float l = 0.0f;
+    if (valid) {
+      float a = lse[row];
+      l = a - w_target * target_logit[row];
+      if (w_sum != 0.0f) l -= w_sum * row_sum[row];
+      if (w_lse_squared != 0.0f) l += w_lse_squared * a * a;
+    }
     loss[row] = l;
     sum += l;
     count += valid ? 1.0f : 0.0f;
@@ -146,10 +156,12 @@ extern "C" int coda_lse_finish(const float* partials, int64_t m, int64_t m_pad, 
   return int(cudaGetLastError());
 }
 
-extern "C" int coda_cross_entropy_finish(const float* lse, const float* target_logit, const int32_t* target,
-                                         int64_t m, int64_t n, float* loss, float* mean, void* stream) {
+extern "C" int coda_cross_entropy_finish(const float* lse, const float* target_logit, const float* row_sum,
+                                         const int32_t* target, int64_t m, int64_t n, float w_target, float w_sum,
+                                         float w_lse_squared, float* loss, float* mean, void* stream) {
   if (stream == nullptr) return int(cudaErrorInvalidResourceHandle);
-  cross_entropy_finish<<<1, 1024, 0, static_cast<cudaStream_t>(stream)>>>(lse, target_logit, target, m, n, loss, mean);
+  cross_entropy_finish<<<1, 1024, 0, static_cast<cudaStream_t>(stream)>>>(
+      lse, target_logit, row_sum, target, m, n, w_target, w_sum, w_lse_squared, loss, mean);
   return int(cudaGetLastError());
 }
 

@@ -137,11 +137,53 @@ pub fn cross_entropy_loss(
     loss: &mut dyn TensorMut<f32>,
     mean: &mut dyn TensorMut<f32>,
 ) -> Result<(), Error> {
+    cross_entropy_loss_with(stream, lse, target_logit, None, targets, n_classes, LossTerms::PLAIN, loss, mean)
+}
+
+/// The weights of a per-row loss `lse − target · target_logit − sum · row_sum
+/// + lse_squared · lse²` (label smoothing ε over V classes: `target = 1 − ε`,
+/// `sum = ε / V`; z-loss: `lse_squared = λ`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LossTerms {
+    pub target: f32,
+    pub sum: f32,
+    pub lse_squared: f32,
+}
+
+impl LossTerms {
+    /// Plain cross-entropy, `lse − target_logit`.
+    pub const PLAIN: LossTerms = LossTerms { target: 1.0, sum: 0.0, lse_squared: 0.0 };
+}
+
+/// As [`cross_entropy_loss`], each row's loss with `terms`; `row_sum` `[M]`
+/// (each row's sum of logits) is needed where `terms.sum` is not 0 and read
+/// only there. A term of weight 0 is left out, not multiplied (an infinite
+/// `lse` stays infinite rather than turning NaN).
+#[allow(clippy::too_many_arguments)]
+pub fn cross_entropy_loss_with(
+    stream: &Stream,
+    lse: &dyn TensorRef<f32>,
+    target_logit: &dyn TensorRef<f32>,
+    row_sum: Option<&dyn TensorRef<f32>>,
+    targets: &dyn TensorRef<i32>,
+    n_classes: usize,
+    terms: LossTerms,
+    loss: &mut dyn TensorMut<f32>,
+    mean: &mut dyn TensorMut<f32>,
+) -> Result<(), Error> {
     let n = class_count(n_classes)?;
     let m = len(lse);
     if m == 0 {
         return Err(Error::arg("lse", "must have at least one row"));
     }
+    if ![terms.target, terms.sum, terms.lse_squared].iter().all(|w| w.is_finite()) {
+        return Err(Error::arg("terms", format!("{terms:?} must be finite")));
+    }
+    let row_sum = match (row_sum, terms.sum != 0.0) {
+        (Some(s), true) => Some(s),
+        (None, true) => return Err(Error::arg("row_sum", "is needed where terms.sum is not 0")),
+        (_, false) => None,
+    };
     vector("lse", lse, m)?;
     vector("target_logit", target_logit, m)?;
     vector("targets", targets, m)?;
@@ -152,12 +194,32 @@ pub fn cross_entropy_loss(
     same_stream(stream, "targets", targets)?;
     same_stream(stream, "loss", loss.as_any())?;
     same_stream(stream, "mean", mean.as_any())?;
+    if let Some(s) = row_sum {
+        vector("row_sum", s, m)?;
+        same_stream(stream, "row_sum", s)?;
+    }
     stream.cuda().context().bind_to_thread()?;
     let ((l, _l), (tl, _tl), (t, _t)) = (lse.read_ptr(stream), target_logit.read_ptr(stream), targets.read_ptr(stream));
+    let (s, _s) = row_sum.map(|s| s.read_ptr(stream)).unzip();
     let ((lo, _lo), (me, _me)) = (loss.write_ptr(stream), mean.write_ptr(stream));
-    // SAFETY: every buffer is [M] (mean [1]), checked above.
+    let LossTerms { target, sum, lse_squared } = terms;
+    // SAFETY: every buffer is [M] (mean [1]), checked above; `row_sum` is
+    // null exactly where its weight is 0 and the kernel does not read it.
     let code = unsafe {
-        crate::ffi::coda_cross_entropy_finish(l as _, tl as _, t as _, m as i64, n, lo as _, me as _, stream.raw())
+        crate::ffi::coda_cross_entropy_finish(
+            l as _,
+            tl as _,
+            s.map_or(std::ptr::null(), |p| p as _),
+            t as _,
+            m as i64,
+            n,
+            target,
+            sum,
+            lse_squared,
+            lo as _,
+            me as _,
+            stream.raw(),
+        )
     };
     launched(stream, "coda_cross_entropy_finish", code)
 }

@@ -64,9 +64,13 @@ unsafe extern "C" {
     pub fn coda_cross_entropy_finish(
         lse: *const f32,
         target_logit: *const f32,
+        row_sum: *const f32,
         target: *const i32,
         m: i64,
         n: i64,
+        w_target: f32,
+        w_sum: f32,
+        w_lse_squared: f32,
         loss: *mut f32,
         mean: *mut f32,
         stream: *mut c_void,

@@ -12,7 +12,7 @@ use coda_runtime::dsl::interp::round_bf16;
 use crate::reference::{BackwardRows, Path, WeightGrads, backward_rows, head_rows};
 use coda_llama::{
     BACKWARD_LAUNCHES, BackwardState, BlockConfig, BlockGrads, BlockState, BlockWeights, FORWARD_LAUNCHES, HEAD_FORWARD_LAUNCHES,
-    HeadBackwardState, HeadGrads, HeadState, HeadWeights, block_backward, block_forward, head_backward, head_backward_launches,
+    HeadBackwardState, HeadGrads, HeadLoss, HeadState, HeadWeights, block_backward, block_forward, head_backward, head_backward_launches,
     head_forward, head_forward_backward, head_forward_backward_launches,
 };
 use coda_runtime::{ColPartials, Error, Launches, Stream, Tensor, bf16};
@@ -158,16 +158,28 @@ pub fn backward_case(stream: &Stream, c: &BlockConfig, m: usize, extra_rows: usi
     Ok(Report { rows_checked: rows.len(), checks, repeat_bitwise, asserts: vec![] })
 }
 
-/// The LM-head tail forward and backward at `m` tokens, vocabulary `v`:
-/// `head_forward` then `head_backward`, or with `fused` `head_forward_backward`.
+/// The LM-head tail forward and backward at `m` tokens, vocabulary `v`, with
+/// `loss`: `head_forward` then `head_backward`, or with `fused` `head_forward_backward`.
 #[allow(clippy::too_many_arguments)]
-pub fn head_case(stream: &Stream, d: usize, v: usize, m: usize, chunk_rows: usize, sample: usize, seed: u64, full: bool, fused: bool) -> Result<Report, Error> {
+pub fn head_case(
+    stream: &Stream,
+    d: usize,
+    v: usize,
+    m: usize,
+    chunk_rows: usize,
+    sample: usize,
+    seed: u64,
+    full: bool,
+    fused: bool,
+    loss: HeadLoss,
+) -> Result<Report, Error> {
     let mut rng = Rng::new(seed);
     let s = (3.0 / d as f64).sqrt();
     let (x_h, gamma_h, w_h) = (rng.bf16s(m * d, -1.0, 1.0), rng.bf16s(d, 0.5, 1.5), rng.bf16s(v * d, -s, s));
     // Every 13th row ignored (target −100).
     let t_h: Vec<i32> = (0..m).map(|i| if i % 13 == 5 { -100 } else { (rng.next_u64() % v as u64) as i32 }).collect();
-    let h = HeadWeights::new(Tensor::from_host(stream, &gamma_h, &[d])?, Tensor::from_host(stream, &w_h, &[v, d])?, 1e-5)?;
+    let mut h = HeadWeights::new(Tensor::from_host(stream, &gamma_h, &[d])?, Tensor::from_host(stream, &w_h, &[v, d])?, 1e-5)?;
+    h.loss = loss;
     let x = Tensor::from_host(stream, &x_h, &[m, d])?;
     let targets = Tensor::from_host(stream, &t_h, &[m])?;
     let mut fs = HeadState::new(stream, &h, m)?;
@@ -190,8 +202,8 @@ pub fn head_case(stream: &Stream, d: usize, v: usize, m: usize, chunk_rows: usiz
     let repeat_bitwise = got.iter().zip(&again).all(|(a, b)| a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()));
 
     let rows: Vec<usize> = if full { (0..m).collect() } else { crate::host::sample_rows(m, sample, &mut rng) };
-    let (exact, ew) = head_rows(&x_h, &gamma_h, &w_h, &t_h, 1e-5, &rows, Path::F64);
-    let (bf, bw) = head_rows(&x_h, &gamma_h, &w_h, &t_h, 1e-5, &rows, Path::Bf16Unfused);
+    let (exact, ew) = head_rows(&x_h, &gamma_h, &w_h, &t_h, 1e-5, &loss, &rows, Path::F64);
+    let (bf, bw) = head_rows(&x_h, &gamma_h, &w_h, &t_h, 1e-5, &loss, &rows, Path::Bf16Unfused);
     let ignored = |v: &[f64]| -> Vec<f64> { v.iter().zip(&rows).map(|(x, &r)| if t_h[r] < 0 { 0.0 } else { *x }).collect() };
     let mut checks = vec![
         Check::new("loss per row", &pick(&got[0], 1, &rows), &bf.loss, &exact.loss),

@@ -6,7 +6,7 @@
 use coda_runtime::bf16;
 use coda_runtime::dsl::interp::round_bf16;
 
-use coda_llama::{BlockConfig, HostWeights};
+use coda_llama::{BlockConfig, HeadLoss, HostWeights};
 
 /// The forward's tensors for the listed rows, each `[rows, width]` row-major.
 #[derive(Clone, Debug, Default)]
@@ -377,22 +377,38 @@ struct HeadRow {
     dn_xhat: Vec<f64>,
 }
 
-/// One row of final RMSNorm → `logits = n · Wᵀ` → cross-entropy, and its
-/// backward for a loss weight `weight` (`1 / n_valid`, or 0 when ignored).
-fn head_row(x: &[f64], gamma: &[f64], w: &[f64], target: i64, weight: f64, eps: f64, path: Path) -> HeadRow {
+/// One row of final RMSNorm → `z = n · Wᵀ` → `y` (`z`, or soft-capped
+/// `cap · tanh(z / cap)`) → the loss `lse − (1 − ε)·y[t] − (ε / V)·Σy + λ·lse²`
+/// of `loss` (plain cross-entropy by default), and its backward for a loss
+/// weight `weight` (`1 / n_valid`, or 0 when ignored).
+#[allow(clippy::too_many_arguments)]
+fn head_row(x: &[f64], gamma: &[f64], w: &[f64], target: i64, weight: f64, eps: f64, loss: &HeadLoss, path: Path) -> HeadRow {
     let rnd = |v: f64| if path == Path::F64 { v } else { round_bf16(v) };
     let d = x.len();
     let n = rms_norm(x, gamma, eps, path);
-    let logits: Vec<f64> = matvec(&n, w, d).into_iter().map(rnd).collect();
+    let z: Vec<f64> = matvec(&n, w, d).into_iter().map(rnd).collect();
+    let cap = loss.softcap.map(f64::from);
+    // tanh(z / cap) for the cap and its derivative; y = z without one.
+    let t: Vec<f64> = z.iter().map(|&z| cap.map_or(0.0, |c| rnd((z / c).tanh()))).collect();
+    let logits: Vec<f64> = match cap {
+        Some(c) => t.iter().map(|&t| rnd(c * t)).collect(),
+        None => z.clone(),
+    };
+    let (eps_s, lambda, v) = (loss.label_smoothing as f64, loss.z_loss as f64, logits.len() as f64);
     let mx = logits.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
     let lse = mx + logits.iter().map(|l| (l - mx).exp()).sum::<f64>().ln();
     let valid = target >= 0 && (target as usize) < logits.len();
-    let loss = if valid { lse - logits[target as usize] } else { 0.0 };
+    let sum: f64 = logits.iter().sum();
+    let loss = if valid { lse - (1.0 - eps_s) * logits[target as usize] - eps_s / v * sum + lambda * lse * lse } else { 0.0 };
     let weight = if valid { weight } else { 0.0 };
     let dlogits: Vec<f64> = logits
         .iter()
         .enumerate()
-        .map(|(j, l)| rnd(((l - lse).exp() - if valid && j as i64 == target { 1.0 } else { 0.0 }) * weight))
+        .map(|(j, l)| {
+            let onehot = if valid && j as i64 == target { 1.0 - eps_s } else { 0.0 };
+            let dy = ((l - lse).exp() * (1.0 + 2.0 * lambda * lse) - onehot - eps_s / v) * weight;
+            rnd(if cap.is_some() { dy * (1.0 - t[j] * t[j]) } else { dy })
+        })
         .collect();
     let dn: Vec<f64> = matvec_t(&dlogits, w, d).into_iter().map(rnd).collect();
     let (dx, xg, s, xhat) = rms_norm_backward(x, gamma, &dn, eps, path);
@@ -401,9 +417,9 @@ fn head_row(x: &[f64], gamma: &[f64], w: &[f64], target: i64, weight: f64, eps: 
 }
 
 /// The standard tail for `rows` of the residual stream `x` `[M, d]` with final
-/// norm weight `gamma` `[d]`, head `w` `[V, d]` and `targets` `[M]`; the loss is
-/// the mean over all non-ignored rows of `targets`, and the weight gradients
-/// are summed over `rows`.
+/// norm weight `gamma` `[d]`, head `w` `[V, d]` and `targets` `[M]`; the loss
+/// (`loss`'s terms per row) is the mean over all non-ignored rows of
+/// `targets`, and the weight gradients are summed over `rows`.
 #[allow(clippy::too_many_arguments)]
 pub fn head_rows(
     x: &[bf16],
@@ -411,6 +427,7 @@ pub fn head_rows(
     w: &[bf16],
     targets: &[i32],
     eps: f32,
+    loss: &HeadLoss,
     rows: &[usize],
     path: Path,
 ) -> (HeadRows, HeadWeightGrads) {
@@ -422,7 +439,7 @@ pub fn head_rows(
         let mut out = HeadRows::default();
         let mut wg = HeadWeightGrads { dgamma: vec![0.0; d], dw: vec![0.0; v * d] };
         for &r in rs {
-            let h = head_row(&f64s(&x[r * d..(r + 1) * d]), &g, &w, targets[r] as i64, weight, eps as f64, path);
+            let h = head_row(&f64s(&x[r * d..(r + 1) * d]), &g, &w, targets[r] as i64, weight, eps as f64, loss, path);
             out.loss.push(h.loss);
             out.lse.push(h.lse);
             out.s.push(h.s);
@@ -526,22 +543,25 @@ mod finite_differences {
         }
     }
 
+    /// Plain cross-entropy, and soft-capping, z-loss and label smoothing together.
     #[test]
     fn head_backward_matches_finite_differences() {
         let (d, v, eps) = (16, 40, 1e-5);
         let (x, g, w) = (values(d, 11, -1.0, 1.0), values(d, 12, 0.5, 1.5), values(v * d, 13, -0.5, 0.5));
         let (target, weight) = (7, 0.25);
-        let h = head_row(&x, &g, &w, target, weight, eps, Path::F64);
-        let loss = |x: &[f64], g: &[f64], w: &[f64]| weight * head_row(x, g, w, target, weight, eps, Path::F64).loss;
-        let (mut xv, mut gv, mut wv) = (x.clone(), g.clone(), w.clone());
-        for i in [0, 5, d - 1] {
-            close("dx", fd(&mut xv, i, &mut |xv| loss(xv, &g, &w)), h.dx[i]);
-            close("dgamma", fd(&mut gv, i, &mut |gv| loss(&x, gv, &w)), h.dn_xhat[i]);
-        }
-        let mut dw = vec![0.0; v * d];
-        outer_add(&mut dw, &h.dlogits, &h.xg);
-        for i in [0, target as usize * d + 3, v * d - 1] {
-            close("dw", fd(&mut wv, i, &mut |wv| loss(&x, &g, wv)), dw[i]);
+        for variant in [HeadLoss::default(), HeadLoss { softcap: Some(1.5), z_loss: 0.05, label_smoothing: 0.1 }] {
+            let h = head_row(&x, &g, &w, target, weight, eps, &variant, Path::F64);
+            let loss = |x: &[f64], g: &[f64], w: &[f64]| weight * head_row(x, g, w, target, weight, eps, &variant, Path::F64).loss;
+            let (mut xv, mut gv, mut wv) = (x.clone(), g.clone(), w.clone());
+            for i in [0, 5, d - 1] {
+                close("dx", fd(&mut xv, i, &mut |xv| loss(xv, &g, &w)), h.dx[i]);
+                close("dgamma", fd(&mut gv, i, &mut |gv| loss(&x, gv, &w)), h.dn_xhat[i]);
+            }
+            let mut dw = vec![0.0; v * d];
+            outer_add(&mut dw, &h.dlogits, &h.xg);
+            for i in [0, target as usize * d + 3, v * d - 1] {
+                close("dw", fd(&mut wv, i, &mut |wv| loss(&x, &g, wv)), dw[i]);
+            }
         }
     }
 }

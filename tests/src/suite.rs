@@ -248,8 +248,8 @@ pub fn run(stream: &Stream, plan: &Plan, progress: &mut dyn FnMut(usize, &Row)) 
     Ok(rows)
 }
 
-/// The untuned suite: each program (as a user's crate builds it: its own
-/// config only, no tuning cache consulted unless the caller set one) at
+/// The untuned suite: each program (as a user's crate builds it: the
+/// default config pair, no tuning cache consulted unless the caller set one) at
 /// `n × n × n` for each of the plan's sizes, against the bare GEMMs of its
 /// shape. Random inputs from the generic harness; scalars and targets as it
 /// draws them (timing does not depend on the values: no map branches).

@@ -2,6 +2,7 @@
 //! they print why and pass without running. Run them on the GPU machine with
 //! the built test binary: `gpu [--quick | --sanitize] [--only NAME-PART]`.
 
+use coda_llama::HeadLoss;
 use coda_llama::programs as llama;
 use coda_runtime::{Choice, Error, Raster, RowPartials, Stream, Tensor, bf16};
 use coda_tests::host::Rng;
@@ -396,6 +397,14 @@ fn main() {
         llama::matmul,
         llama::linear_cross_entropy_save,
         llama::cross_entropy_grad,
+        llama::linear_cross_entropy_sum,
+        llama::linear_cross_entropy_softcap,
+        llama::linear_cross_entropy_backward_terms,
+        llama::linear_cross_entropy_backward_softcap,
+        llama::linear_cross_entropy_save_sum,
+        llama::linear_cross_entropy_save_softcap,
+        llama::cross_entropy_grad_terms,
+        llama::cross_entropy_grad_softcap,
     ];
     assert_eq!(programs.len(), coda_tests::programs::kernels().len() + coda_llama::programs::kernels().len(), "every program");
     // Each compiled config of each program at every shape (the program's own
@@ -448,8 +457,25 @@ fn main() {
         let what = if full { "every row and weight" } else { "sampled rows" };
         let how = if fused { "head_forward_backward" } else { "head_forward + head_backward" };
         run.case(format!("LM head {how} d={d} V={v} M={m} chunks of {chunk}, {what}"), || {
-            backward::head_case(&stream, d, v, m, chunk, 96, 24, full, fused)
+            backward::head_case(&stream, d, v, m, chunk, 96, 24, full, fused, HeadLoss::default())
         });
+    }
+    // The loss variants' programs, unfused and fused, each variant alone and
+    // all three together, every row and weight.
+    let variants = [
+        ("soft-capped at 2", HeadLoss { softcap: Some(2.0), ..HeadLoss::default() }),
+        ("z-loss 0.05", HeadLoss { z_loss: 0.05, ..HeadLoss::default() }),
+        ("label smoothing 0.1", HeadLoss { label_smoothing: 0.1, ..HeadLoss::default() }),
+        ("all three", HeadLoss { softcap: Some(2.0), z_loss: 0.05, label_smoothing: 0.1 }),
+    ];
+    let (d, v, m, chunk) = if sanitize { (256, 4096, 300, 256) } else { (256, 4096, 1000, 256) };
+    for (what, loss) in variants {
+        for fused in [false, true] {
+            let how = if fused { "head_forward_backward" } else { "head_forward + head_backward" };
+            run.case(format!("LM head {how}, {what}, d={d} V={v} M={m} chunks of {chunk}, every row and weight"), || {
+                backward::head_case(&stream, d, v, m, chunk, 96, 25, true, fused, loss)
+            });
+        }
     }
     run.outcome("launches per op (fused GEMM, aux, cuBLAS)".into(), || {
         let counts = backward::launch_counts(&stream)?;

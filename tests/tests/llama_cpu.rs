@@ -272,7 +272,7 @@ fn reparameterised_head_equals_the_standard_tail_in_f64() {
     let w = bf(&values(v * d, 20, 0.3));
     let targets: Vec<i32> = (0..m as i32).map(|i| if i == 4 { -100 } else { (i * 31) % v as i32 }).collect();
     let rows: Vec<usize> = (0..m).collect();
-    let (std, std_w) = head_rows(&x, &gamma, &w, &targets, eps as f32, &rows, Path::F64);
+    let (std, std_w) = head_rows(&x, &gamma, &w, &targets, eps as f32, &Default::default(), &rows, Path::F64);
 
     let run = interpreter(m);
     let t64: Vec<f64> = targets.iter().map(|&t| t as f64).collect();

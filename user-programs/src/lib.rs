@@ -1,7 +1,7 @@
 //! Epilogue programs of the kinds the README describes, written from the
 //! README alone and built as a user's crate builds them: `#[coda::epilogue]`
-//! with no options (each program's default config), no extra configs, no
-//! tuning cache. `coda bench` times them against the bare cuBLASLt GEMM of
+//! with no options (each program in the default config pair the build
+//! compiles), no tuning cache. `coda bench` times them against the bare cuBLASLt GEMM of
 //! their shape (the untuned suite); `tests/gpu_user.rs` checks them against
 //! the interpreter.
 

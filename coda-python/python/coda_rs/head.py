@@ -33,7 +33,15 @@ __all__ = ["head_loss"]
 
 @torch.library.custom_op("coda_rs::head_loss", mutates_args=())
 def _head(
-    x: torch.Tensor, targets: torch.Tensor, gamma: torch.Tensor, w: torch.Tensor, eps: float, chunk_rows: int
+    x: torch.Tensor,
+    targets: torch.Tensor,
+    gamma: torch.Tensor,
+    w: torch.Tensor,
+    eps: float,
+    chunk_rows: int,
+    softcap: float,
+    z_loss: float,
+    label_smoothing: float,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     (m, device), _ = _rows("x", x), _rows("w", w)
     v, d = w.shape
@@ -46,13 +54,22 @@ def _head(
         raise argument_error("targets", f"has dtype {targets.dtype}; class ids are integers")
     with torch.cuda.device(device):
         _coda.head_forward_backward(
-            device, eps, chunk_rows, gamma.detach(), w.detach(), x.detach(), targets.detach().to(torch.int32), state, grads
+            device,
+            eps,
+            chunk_rows,
+            (softcap, z_loss, label_smoothing),
+            gamma.detach(),
+            w.detach(),
+            x.detach(),
+            targets.detach().to(torch.int32),
+            state,
+            grads,
         )
     return (state[5],) + tuple(grads)
 
 
 @_head.register_fake
-def _(x, targets, gamma, w, eps, chunk_rows):
+def _(x, targets, gamma, w, eps, chunk_rows, *_loss):
     (m, _), (v, d) = x.shape, w.shape
     return x.new_empty(1, dtype=torch.float32), x.new_empty(m, d), x.new_empty(d, dtype=torch.float32), x.new_empty(v, d, dtype=torch.float32)
 
@@ -70,18 +87,24 @@ def _setup_context(ctx, inputs, output):
 
 def _grad(ctx, dmean, *_):
     if dmean is None:
-        return (None,) * 6
+        return (None,) * 9
     dx, dgamma, dw = ctx.saved_tensors
     g = dmean.reshape(())
     tx, tg, tw = ctx.dtypes
-    return (g * dx).to(tx), None, (g * dgamma).to(tg), (g * dw).to(tw), None, None
+    return (g * dx).to(tx), None, (g * dgamma).to(tg), (g * dw).to(tw), None, None, None, None, None
 
 
 _head.register_autograd(_grad, setup_context=_setup_context)
 
 
-def head_loss(x, targets, gamma, w, eps=1e-5, chunk_rows=4096):
+def head_loss(x, targets, gamma, w, eps=1e-5, chunk_rows=4096, softcap=None, z_loss=0.0, label_smoothing=0.0):
     """The mean cross-entropy of ``RMSNorm(x)·γ`` through ``w`` against
-    ``targets``, a 0-dim f32 tensor; differentiable in ``x``, ``gamma``, ``w``."""
-    mean, *_ = torch.ops.coda_rs.head_loss(x, targets, gamma, w, eps, chunk_rows)
+    ``targets``, a 0-dim f32 tensor; differentiable in ``x``, ``gamma``, ``w``.
+    With ``softcap`` the logits are ``softcap · tanh(logits / softcap)``
+    first (Gemma); ``z_loss`` adds ``z_loss · lse²`` per row (PaLM);
+    ``label_smoothing`` is ``F.cross_entropy``'s. The logits are never stored."""
+    if softcap is not None and not softcap > 0:
+        raise argument_error("softcap", f"{softcap} must be positive (or None for no cap)")
+    cap = 0.0 if softcap is None else float(softcap)
+    mean, *_ = torch.ops.coda_rs.head_loss(x, targets, gamma, w, eps, chunk_rows, cap, float(z_loss), float(label_smoothing))
     return mean.reshape(())

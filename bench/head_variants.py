@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""The LM-head loss variants' cost (issue I): `coda_rs.head.head_loss` (the
+tail's forward and backward in one pass over row chunks) with soft-capping,
+z-loss, label smoothing and all three, against the plain cross-entropy tail,
+timed interleaved in one process (CUDA events, warm-up, median of many
+samples; the weights alone outgrow the L2). Needs the coda_rs wheel and a GPU.
+
+usage: head_variants.py [--tokens 16384] [--hidden 2048] [--vocab 32768] [--samples 30]
+"""
+import argparse
+import statistics
+
+import torch
+from coda_rs.head import head_loss
+
+VARIANTS = [
+    ("plain cross-entropy", {}),
+    ("soft-capped (30)", {"softcap": 30.0}),
+    ("z-loss (1e-4)", {"z_loss": 1e-4}),
+    ("label smoothing (0.1)", {"label_smoothing": 0.1}),
+    ("all three", {"softcap": 30.0, "z_loss": 1e-4, "label_smoothing": 0.1}),
+]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tokens", type=int, default=16384)
+    ap.add_argument("--hidden", type=int, default=2048)
+    ap.add_argument("--vocab", type=int, default=32768)
+    ap.add_argument("--samples", type=int, default=30)
+    a = ap.parse_args()
+    g = torch.Generator(device="cuda").manual_seed(5)
+    u = lambda *s, lo=-1.0, hi=1.0: (torch.rand(*s, generator=g, device="cuda") * (hi - lo) + lo).bfloat16()  # noqa: E731
+    s = (3.0 / a.hidden) ** 0.5
+    x, gamma, w = u(a.tokens, a.hidden), u(a.hidden, lo=0.5, hi=1.5), u(a.vocab, a.hidden, lo=-s, hi=s)
+    targets = torch.randint(0, a.vocab, (a.tokens,), generator=g, device="cuda")
+    run = lambda kw: torch.ops.coda_rs.head_loss(  # noqa: E731
+        x, targets, gamma, w, 1e-5, 4096, float(kw.get("softcap", 0.0)), float(kw.get("z_loss", 0.0)), float(kw.get("label_smoothing", 0.0))
+    )
+    for _, kw in VARIANTS:  # warm-up (and the tuner's choices)
+        for _ in range(3):
+            run(kw)
+    torch.cuda.synchronize()
+    times = {name: [] for name, _ in VARIANTS}
+    for _ in range(a.samples):
+        for name, kw in VARIANTS:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            run(kw)
+            end.record()
+            end.synchronize()
+            times[name].append(start.elapsed_time(end))
+    plain = statistics.median(times[VARIANTS[0][0]])
+    print(f"{torch.cuda.get_device_name()}, M={a.tokens} d={a.hidden} V={a.vocab}, forward + backward, median of {a.samples}")
+    print(f"{'loss':<24} {'ms':>8} {'vs plain':>9}")
+    for name, _ in VARIANTS:
+        ms = statistics.median(times[name])
+        print(f"{name:<24} {ms:>8.3f} {ms / plain:>9.3f}")
+
+
+if __name__ == "__main__":
+    main()
