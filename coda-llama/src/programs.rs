@@ -220,7 +220,10 @@ pub fn linear_cross_entropy_backward_softcap(
     (dlogits, dot)
 }
 
-#[coda::epilogue(tile = (128, 192), cluster = (2, 1), schedule = pingpong)]
+// The saving variants run 128×128 tiles: in `linear_cross_entropy_save`'s
+// 128×192 the extra row partial (and the cap) spill registers (56 and 132
+// bytes, ptxas), which cost them ~40% on the H200 (bench/NOTES.md, session 10).
+#[coda::epilogue(tile = (128, 128), cluster = (1, 2), schedule = pingpong)]
 /// `linear_cross_entropy_save` plus each tile's row sums of the logits.
 pub fn linear_cross_entropy_save_sum(acc: Acc, r: PerRow<f32>, target: PerRow<i32>)
     -> (Tile<bf16>, LsePartial<f32>, PerRow<f32>, RowPartial<f32>) {
@@ -231,7 +234,7 @@ pub fn linear_cross_entropy_save_sum(acc: Acc, r: PerRow<f32>, target: PerRow<i3
     (logits, lse, target_logit, sum)
 }
 
-#[coda::epilogue(tile = (128, 192), cluster = (2, 1), schedule = pingpong)]
+#[coda::epilogue(tile = (128, 128), cluster = (1, 2), schedule = pingpong)]
 /// `linear_cross_entropy_softcap` that keeps the logits before the cap
 /// (the gradient's `1 − tanh²` is computed from them, not from capped bf16).
 pub fn linear_cross_entropy_save_softcap(acc: Acc, r: PerRow<f32>, target: PerRow<i32>, cap: Scalar, inv_cap: Scalar)
