@@ -49,5 +49,7 @@ fn main() {
     if std::fs::read_to_string(&out).ok().as_deref() != Some(src.as_str()) {
         std::fs::write(&out, src).expect("OUT_DIR is writable");
     }
-    coda_codegen::epilogues([&out]).compile("coda_random_kernels");
+    // Each program in its drawn config alone: the batch checks the codegen
+    // across configs, not the tuner's default pair (which would double it).
+    coda_codegen::epilogues([&out]).configs(coda_codegen::ConfigSet::Own).compile("coda_random_kernels");
 }
