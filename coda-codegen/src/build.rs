@@ -150,14 +150,85 @@ impl Report {
     }
 }
 
-/// One kernel to compile or find in the cache.
+/// One program in one config: a kernel of a [`Unit`].
+#[derive(Clone)]
 struct Job {
-    program: usize,
     variant: usize,
+    /// `<program>__<config>`.
     name: String,
+    /// Its launchers' prefix, [`coda_dsl::symbol_prefix`], also its C++ namespace.
+    tag: String,
+    /// Its generated source.
+    src: String,
+    /// The content hash of `src` under the build's fingerprint, which tuning caches record.
+    key: String,
+}
+
+/// What building one kernel gave: whether nvcc ran, the ptxas summary, the
+/// `.cu` and the object that hold it; or nvcc's error.
+type Built = Result<(bool, String, PathBuf, PathBuf), String>;
+
+/// One translation unit to compile or find in the cache: every config of a
+/// program, each in its own namespace. The configs share the CUTLASS front
+/// end and host compile (~20 s of a ~47 s build on the H200's nvcc 13.0, so
+/// two configs take ~66 s together against ~95 s apart; bench/NOTES.md).
+struct Unit {
+    program: usize,
+    kernels: Vec<Job>,
+    /// The kernels' sources, in order.
+    src: String,
     cu: PathBuf,
     object: PathBuf,
-    key: String,
+    gen_dir: PathBuf,
+    cache: PathBuf,
+    fingerprint: String,
+}
+
+impl Unit {
+    /// A single config keeps the kernel's own name (`<program>__<config>`), several take the program's.
+    fn new(program: usize, kernels: Vec<Job>, gen_dir: &Path, cache: &Path, fingerprint: &str) -> Unit {
+        let name = match &kernels[..] {
+            [one] => one.name.clone(),
+            _ => kernels[0].name.split("__").next().unwrap_or(&kernels[0].name).to_string(),
+        };
+        let src = kernels.iter().map(|k| k.src.as_str()).collect::<Vec<_>>().join("\n");
+        let key = cache::key(fingerprint, &src);
+        Unit {
+            program,
+            cu: gen_dir.join(format!("{name}.cu")),
+            object: cache.join(format!("{name}-{}.o", &key[..16])),
+            kernels,
+            src,
+            gen_dir: gen_dir.to_path_buf(),
+            cache: cache.to_path_buf(),
+            fingerprint: fingerprint.to_string(),
+        }
+    }
+
+    /// Each kernel's result. When the unit of several configs fails, each is
+    /// compiled alone, so that one config nvcc rejects costs only itself.
+    fn build(&self, compiler: &cc::Tool) -> Vec<(&Job, Built)> {
+        let tags: Vec<&str> = self.kernels.iter().map(|k| k.tag.as_str()).collect();
+        let together = cache::write_atomic(&self.cu, &self.src).and_then(|()| compile_cached(compiler, &self.cu, &self.object, &tags));
+        match together {
+            Ok((ran, summaries)) => self
+                .kernels
+                .iter()
+                .zip(summaries)
+                .map(|(k, ptxas)| (k, Ok((ran, ptxas, self.cu.clone(), self.object.clone()))))
+                .collect(),
+            Err(e) if self.kernels.len() == 1 => vec![(&self.kernels[0], Err(e))],
+            Err(_) => self
+                .kernels
+                .iter()
+                .map(|k| {
+                    let alone = Unit::new(self.program, vec![k.clone()], &self.gen_dir, &self.cache, &self.fingerprint);
+                    let (_, result) = alone.build(compiler).pop().expect("one kernel");
+                    (k, result)
+                })
+                .collect(),
+        }
+    }
 }
 
 impl Build {
@@ -305,43 +376,58 @@ impl Build {
 
         let gen_dir = out_dir.join("coda-gen");
         std::fs::create_dir_all(&gen_dir).map_err(|e| format!("coda: cannot create {}: {e}", gen_dir.display()))?;
-        let mut jobs = vec![];
+        let mut units = vec![];
         for (pi, (variants, _)) in programs.iter().enumerate() {
-            for (vi, p) in variants.iter().enumerate() {
-                let name = format!("{}__{}", p.name, p.config.name());
-                let cu = gen_dir.join(format!("{name}.cu"));
-                let src = crate::emit::emit(p, &package, &version);
-                cache::write_atomic(&cu, &src)?;
-                let key = cache::key(&fingerprint, &src);
-                let object = cache.join(format!("{name}-{}.o", &key[..16]));
-                jobs.push(Job { program: pi, variant: vi, name, cu, object, key });
-            }
+            let kernels: Vec<Job> = variants
+                .iter()
+                .enumerate()
+                .map(|(vi, p)| {
+                    let src = crate::emit::emit(p, &package, &version);
+                    let key = cache::key(&fingerprint, &src);
+                    Job { variant: vi, name: format!("{}__{}", p.name, p.config.name()), tag: coda_dsl::symbol_prefix(&package, &version, &p.name, &p.config), src, key }
+                })
+                .collect();
+            units.push(Unit::new(pi, kernels, &gen_dir, &cache, &fingerprint));
         }
-        let total = jobs.len();
+        let total = units.len();
         let progress = Progress::new();
         let finished = AtomicUsize::new(0);
         let built = Mutex::new(vec![]);
-        let todo = Mutex::new(jobs.into_iter());
+        let todo = Mutex::new(units.iter());
         let errors = Mutex::new(vec![]);
         std::thread::scope(|s| {
-            for _ in 0..parallelism() {
-                s.spawn(|| {
+            for worker in 0..parallelism() {
+                let (todo, built, errors, finished, progress, programs, compiler) = (&todo, &built, &errors, &finished, &progress, &programs, &compiler);
+                s.spawn(move || {
                     loop {
-                        let Some(job) = todo.lock().unwrap().next() else { break };
+                        // The first worker runs on the token cargo gave this build script; the others take one per unit.
+                        let _token = match jobserver() {
+                            Some(client) if worker > 0 => match client.acquire() {
+                                Ok(token) => Some(token),
+                                Err(_) => break,
+                            },
+                            _ => None,
+                        };
+                        let Some(unit) = todo.lock().unwrap().next() else { break };
                         let t0 = Instant::now();
-                        let result = compile_cached(&compiler, &job.cu, &job.object);
+                        let results = unit.build(&compiler);
                         let seconds = t0.elapsed().as_secs_f64();
                         let n = finished.fetch_add(1, Ordering::Relaxed) + 1;
-                        let what = match &result {
-                            Ok((true, _)) => format!("compiled in {seconds:.1} s"),
-                            Ok((false, _)) => "cached".to_string(),
-                            Err(_) => format!("failed after {seconds:.1} s"),
+                        let ran = results.iter().any(|(_, r)| matches!(r, Ok((true, ..))));
+                        let what = match () {
+                            _ if results.iter().any(|(_, r)| r.is_err()) => format!("failed after {seconds:.1} s"),
+                            _ if ran => format!("compiled in {seconds:.1} s"),
+                            _ => "cached".to_string(),
                         };
-                        let p = &programs[job.program].0[job.variant];
-                        progress.line(&format!("coda: [{n}/{total}] {} {} {what}", p.name, p.config.name()));
-                        match result {
-                            Ok((nvcc_ran, ptxas)) => built.lock().unwrap().push((job, nvcc_ran, seconds, ptxas)),
-                            Err(e) => errors.lock().unwrap().push((job, e)),
+                        let configs = unit.kernels.iter().map(|k| programs[unit.program].0[k.variant].config.name()).collect::<Vec<_>>();
+                        progress.line(&format!("coda: [{n}/{total}] {} {} {what}", programs[unit.program].0[0].name, configs.join(" + ")));
+                        for (k, result) in results {
+                            match result {
+                                Ok((nvcc_ran, ptxas, cu, object)) => {
+                                    built.lock().unwrap().push((unit.program, k, nvcc_ran, seconds, ptxas, cu, object))
+                                }
+                                Err(e) => errors.lock().unwrap().push((unit.program, k, e)),
+                            }
                         }
                     }
                 });
@@ -352,36 +438,36 @@ impl Build {
         let mut report = Report::default();
         let mut failed_extra = vec![];
         let mut fatal = vec![];
-        for (job, e) in errors.into_inner().unwrap() {
-            if job.variant == 0 {
+        for (pi, k, e) in errors.into_inner().unwrap() {
+            if k.variant == 0 {
                 fatal.push(e);
             } else {
-                cargo(format!("warning=coda: {} left out of the tuning set: nvcc failed ({})", job.name, job.cu.display()));
-                failed_extra.push((job, e));
+                cargo(format!("warning=coda: {} left out of the tuning set: nvcc failed", k.name));
+                failed_extra.push((pi, k, e));
             }
         }
         if !fatal.is_empty() {
             return Err(fatal.join("\n\n"));
         }
         let mut built = built.into_inner().unwrap();
-        built.sort_by_key(|(job, ..)| (job.program, job.variant));
+        built.sort_by_key(|(pi, k, ..)| (*pi, k.variant));
         for (pi, (variants, skipped)) in programs.iter().enumerate() {
             let mut compiled = vec![];
-            for (job, nvcc_ran, seconds, ptxas) in built.iter().filter(|(job, ..)| job.program == pi) {
-                compiled.push(Compiled { program: &variants[job.variant], key: &job.key, ptxas });
+            for (_, k, nvcc_ran, seconds, ptxas, cu, object) in built.iter().filter(|(p, ..)| *p == pi) {
+                compiled.push(Compiled { program: &variants[k.variant], key: &k.key, ptxas });
                 report.kernels.push(Kernel {
-                    name: job.name.clone(),
-                    cu: job.cu.clone(),
-                    object: job.object.clone(),
+                    name: k.name.clone(),
+                    cu: cu.clone(),
+                    object: object.clone(),
                     nvcc_ran: *nvcc_ran,
                     seconds: *seconds,
                     ptxas: ptxas.clone(),
                 });
             }
-            let mut dropped = skipped.clone();
-            for (job, e) in failed_extra.iter().filter(|(job, _)| job.program == pi) {
+        let mut dropped = skipped.clone();
+            for (_, k, e) in failed_extra.iter().filter(|(p, ..)| *p == pi) {
                 let first = e.lines().find(|l| l.contains("error")).unwrap_or("nvcc failed").to_string();
-                dropped.push((variants[job.variant].config, first));
+                dropped.push((variants[k.variant].config, first));
             }
             let name = &variants[0].name;
             let table = crate::registry::variants_table(&compiled, &dropped, &package, &version, &toolchain);
@@ -394,7 +480,7 @@ impl Build {
         cargo(format!("rustc-link-lib=static={lib_name}"));
         report.seconds = start.elapsed().as_secs_f64();
         progress.line(&format!(
-            "coda: {} kernels, {} nvcc runs, {} cache hits, {:.1} s",
+            "coda: {} kernels in {total} translation units ({} compiled, {} from the cache), {:.1} s",
             report.kernels.len(),
             report.nvcc_runs(),
             report.cache_hits(),
@@ -453,6 +539,16 @@ fn env(k: &str) -> Result<String, String> {
     std::env::var(k).map_err(|_| format!("coda: {k} is not set; call coda_codegen from a build script"))
 }
 
+/// Cargo's jobserver, when this runs in a build script: the nvcc runs of
+/// all the build scripts cargo runs at once then add up to its `-j`.
+fn jobserver() -> Option<&'static jobserver::Client> {
+    static CLIENT: std::sync::OnceLock<Option<jobserver::Client>> = std::sync::OnceLock::new();
+    // SAFETY: the descriptors named by CARGO_MAKEFLAGS belong to cargo's
+    // jobserver and nothing else in a build script uses them; the OnceLock
+    // takes them once per process.
+    CLIENT.get_or_init(|| unsafe { jobserver::Client::from_env() }).as_ref()
+}
+
 /// One Hopper GEMM TU takes ~3.3 GB and ~40 s: at most `CODA_JOBS` (default: cores, max 2) at once.
 fn parallelism() -> usize {
     std::env::var("CODA_JOBS")
@@ -485,13 +581,17 @@ fn command_line(cmd: &Command) -> Vec<OsString> {
     std::iter::once(cmd.get_program()).chain(cmd.get_args()).map(OsString::from).collect()
 }
 
-/// The object `obj` of `cu` and its ptxas summary (stored beside it as
-/// `.ptxas`), from the cache or by running nvcc; and whether nvcc ran.
-fn compile_cached(compiler: &cc::Tool, cu: &Path, obj: &Path) -> Result<(bool, String), String> {
+/// The object `obj` of `cu` and the ptxas summary of each of its kernels
+/// (`tags`: their namespaces), stored beside it as `.ptxas`, a line each;
+/// from the cache or by running nvcc; and whether nvcc ran.
+fn compile_cached(compiler: &cc::Tool, cu: &Path, obj: &Path, tags: &[&str]) -> Result<(bool, Vec<String>), String> {
     let summary_path = obj.with_extension("ptxas");
     if obj.is_file() {
         if let Ok(summary) = std::fs::read_to_string(&summary_path) {
-            return Ok((false, summary));
+            let lines: Vec<String> = summary.lines().map(str::to_string).collect();
+            if lines.len() == tags.len() {
+                return Ok((false, lines));
+            }
         }
     }
     let tmp = cache::temp_path(obj);
@@ -508,27 +608,41 @@ fn compile_cached(compiler: &cc::Tool, cu: &Path, obj: &Path) -> Result<(bool, S
             String::from_utf8_lossy(&out.stdout),
         ));
     }
-    let summary = ptxas_summary(&stderr);
+    let summaries: Vec<String> = match tags {
+        [_] => vec![ptxas_summary(&stderr)],
+        _ => tags.iter().map(|t| ptxas_summary_of(&stderr, t)).collect(),
+    };
     // The summary first: an object in the cache always has one.
-    cache::write_atomic(&summary_path, &summary)?;
+    cache::write_atomic(&summary_path, summaries.join("\n"))?;
     std::fs::rename(&tmp, obj).map_err(|e| format!("coda: cannot store {}: {e}", obj.display()))?;
-    Ok((true, summary))
+    Ok((true, summaries))
 }
 
 /// One line per kernel entry function from `nvcc -Xptxas=-v`'s output:
 /// `168 registers, 1456 bytes stack, 828 bytes spill stores, 968 bytes spill loads, 0 bytes smem`
 /// (entries joined with `; `).
 pub fn ptxas_summary(nvcc_stderr: &str) -> String {
+    summary(ptxas_entries(nvcc_stderr).into_iter().map(|(_, e)| e))
+}
+
+/// [`ptxas_summary`] of the entry functions in C++ namespace `tag` (in
+/// their mangled names as `<length><tag>`), in a unit of several kernels.
+fn ptxas_summary_of(nvcc_stderr: &str, tag: &str) -> String {
+    let mangled = format!("{}{tag}", tag.len());
+    summary(ptxas_entries(nvcc_stderr).into_iter().filter(|(name, _)| name.contains(&mangled)).map(|(_, e)| e))
+}
+
+/// (entry function, [registers, stack, spill stores, spill loads, smem]) for each entry ptxas compiled.
+fn ptxas_entries(nvcc_stderr: &str) -> Vec<(String, [u64; 5])> {
     let number_before = |line: &str, word: &str| -> Option<u64> {
         line[..line.find(word)?].split_whitespace().last()?.parse().ok()
     };
-    // [registers, stack, spill stores, spill loads, smem] per entry function.
-    let mut entries: Vec<[u64; 5]> = vec![];
+    let mut entries: Vec<(String, [u64; 5])> = vec![];
     for line in nvcc_stderr.lines() {
-        if line.contains("Compiling entry function") {
-            entries.push([0; 5]);
+        if let Some(at) = line.find("Compiling entry function") {
+            entries.push((line[at..].to_string(), [0; 5]));
         }
-        let Some(e) = entries.last_mut() else { continue };
+        let Some((_, e)) = entries.last_mut() else { continue };
         if line.contains("bytes stack frame") {
             e[1] = number_before(line, " bytes stack frame").unwrap_or(0);
             e[2] = number_before(line, " bytes spill stores").unwrap_or(0);
@@ -538,13 +652,15 @@ pub fn ptxas_summary(nvcc_stderr: &str) -> String {
             e[4] = number_before(line, " bytes smem").unwrap_or(0);
         }
     }
-    if entries.is_empty() {
-        return "ptxas reported no kernel".to_string();
-    }
+    entries
+}
+
+fn summary(entries: impl Iterator<Item = [u64; 5]>) -> String {
     let entry = |[regs, stack, stores, loads, smem]: [u64; 5]| {
         format!("{regs} registers, {stack} bytes stack, {stores} bytes spill stores, {loads} bytes spill loads, {smem} bytes smem")
     };
-    entries.into_iter().map(entry).collect::<Vec<_>>().join("; ")
+    let lines: Vec<String> = entries.map(entry).collect();
+    if lines.is_empty() { "ptxas reported no kernel".to_string() } else { lines.join("; ") }
 }
 
 fn archive(out_dir: &Path, lib_name: &str, report: &Report, cargo_metadata: bool) -> Result<(), String> {
@@ -552,8 +668,10 @@ fn archive(out_dir: &Path, lib_name: &str, report: &Report, cargo_metadata: bool
     let _ = std::fs::remove_file(&lib);
     let mut cmd = crate::toolchain::host_build().cargo_metadata(cargo_metadata).get_archiver();
     cmd.arg("crs").arg(&lib);
-    for k in &report.kernels {
-        cmd.arg(&k.object);
+    // The kernels of one unit share an object.
+    let objects: std::collections::BTreeSet<&PathBuf> = report.kernels.iter().map(|k| &k.object).collect();
+    for object in objects {
+        cmd.arg(object);
     }
     let out = cmd.output().map_err(|e| format!("coda: cannot run the archiver: {e}"))?;
     if out.status.success() {
