@@ -104,7 +104,11 @@ pub fn emit(program: &Program, package: &str, version: &str) -> String {
     }
     let _ = writeln!(s, "#include \"coda/sm90_gemm.hpp\"");
     let _ = writeln!(s, "#include \"coda/pairwise.hpp\"");
-    let _ = writeln!(s, "#include \"coda/rowstate.hpp\"\n");
+    let _ = writeln!(s, "#include \"coda/rowstate.hpp\"");
+    if program.group_size().is_some() {
+        let _ = writeln!(s, "#include \"coda/group.hpp\"");
+    }
+    let _ = writeln!(s);
     let _ = writeln!(s, "namespace {ns} {{\nusing namespace coda::sm90;\n");
     let _ = writeln!(s, "using TileShape = Shape<_{}, _{}, _64>;", cfg.tile_m, cfg.tile_n);
     let _ = writeln!(s, "using ClusterShape = Shape<_{}, _{}, _1>;", cfg.cluster_m, cfg.cluster_n);
@@ -112,7 +116,16 @@ pub fn emit(program: &Program, package: &str, version: &str) -> String {
     let _ = writeln!(s, "using ElementC = {};", plan.element_c.map_or("void", cpp_elem));
     let _ = writeln!(s, "using ElementD = {};", plan.element_d.map_or("void", cpp_elem));
     let epi = if plan.element_d.is_some() { "ElementD" } else { cpp_elem(plan.element_epilogue) };
-    let _ = writeln!(s, "using Desc = EpilogueDescriptor<TileShape, Schedule, ElementC, {epi}>;\n");
+    let epi_tile = match program.group_size() {
+        Some(g) => {
+            // One group per subtile, each thread's fragment its whole subtile (coda/group.hpp).
+            let rows = if cfg.schedule == Schedule::Cooperative { 128 } else { 64 };
+            let _ = writeln!(s, "using EpilogueTile = Shape<_{rows}, _{g}>;  // one group of columns per subtile");
+            ", EpilogueTile"
+        }
+        None => "",
+    };
+    let _ = writeln!(s, "using Desc = EpilogueDescriptor<TileShape, Schedule, ElementC, {epi}{epi_tile}>;\n");
 
     // One functor per fused compute node.
     for node in &plan.nodes {
@@ -145,6 +158,7 @@ pub fn emit(program: &Program, package: &str, version: &str) -> String {
             EvtKind::RowLsePartials => "RowLsePartials<TileShape, typename Desc::EpilogueTile>".to_string(),
             EvtKind::GatherPerRow { .. } => "GatherPerRow<int32_t>".to_string(),
             EvtKind::OneHot => "OneHotPerRow<int32_t>".to_string(),
+            EvtKind::GroupReduce(op, size) => format!("GroupReduce<GroupOp::{op:?}, {size}>"),
             EvtKind::RowStore(d) => format!("RankOneStore<{}, 0>", cpp_elem(*d)),
             EvtKind::ColStore(d) => format!("RankOneStore<{}, 1>", cpp_elem(*d)),
             EvtKind::StoreD(_) => "Sm90Compute<PassThrough, ElementD, float, kRound>".to_string(),
@@ -181,7 +195,7 @@ pub fn emit(program: &Program, package: &str, version: &str) -> String {
         let close = if plan.element_d.is_some() { ">" } else { ">>" };
         let _ = writeln!(s, "    {}{close};\n", list.join(",\n    "));
     }
-    let _ = writeln!(s, "using Kernel = Gemm<TileShape, ClusterShape, Schedule, ElementC, ElementD, Epilogue, {weight}>;\n");
+    let _ = writeln!(s, "using Kernel = Gemm<TileShape, ClusterShape, Schedule, ElementC, ElementD, Epilogue, {weight}{epi_tile}>;\n");
 
     // Arguments, in DAG order.
     let _ = writeln!(s, "// Node arguments, in DAG order, from the launch's tensors and scalars.");
@@ -195,7 +209,9 @@ pub fn emit(program: &Program, package: &str, version: &str) -> String {
     for (i, node) in plan.nodes.iter().enumerate() {
         let t = node.tensor.map(|k| format!("p.tensors[{k}]")).unwrap_or_default();
         let arg = match &node.kind {
-            EvtKind::AccFetch | EvtKind::SrcFetch | EvtKind::Compute { .. } | EvtKind::StoreD(_) => "{}".to_string(),
+            EvtKind::AccFetch | EvtKind::SrcFetch | EvtKind::Compute { .. } | EvtKind::GroupReduce(..) | EvtKind::StoreD(_) => {
+                "{}".to_string()
+            }
             EvtKind::TileLoad(d) => {
                 let e = cpp_elem(*d);
                 format!("{{static_cast<{e} const*>({t}), {e}(0), tile_stride(M, N)}}")
@@ -312,5 +328,6 @@ fn expr(op: &Op, r: &dyn Fn(NodeId) -> String) -> String {
         Op::Pair(a, b) => format!("(i & 1) ? {} : {}", r(b), r(a)),
         Op::Unpair(..) => unreachable!("emitted by the functor, which knows the operand's node"),
         Op::RowSum(_) | Op::ColSum(_) | Op::RowLse(_) | Op::Gather(..) => unreachable!("reductions and gathers are store nodes"),
+        Op::Group(..) => unreachable!("group reductions are nodes of their own"),
     }
 }

@@ -8,14 +8,14 @@
 //!   output D is void;
 //! - each half of an `unpair`ed `DoubleTile` input is its own load node;
 //! - a value becomes its own compute node when it is stored, reduced, used
-//!   more than once, or `unpair`ed (its pairs are read across fragment
-//!   slots); everything else is inlined into its consumer, so element-wise
+//!   more than once, `unpair`ed (its pairs are read across fragment slots)
+//!   or group-reduced (a node of its own, over the whole subtile); everything else is inlined into its consumer, so element-wise
 //!   code is fused into as few nodes as possible;
 //! - every other output becomes a store node (TMA tile store, resized
 //!   half/double-width TMA store, row-sum partials);
 //! - with a D, the last node converts D's value to D's element type.
 
-use coda_dsl::ir::{DType, InputKind, NodeId, Op, OutputKind, Program, Width};
+use coda_dsl::ir::{DType, GroupOp, InputKind, NodeId, Op, OutputKind, Program, Width};
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum EvtKind {
@@ -43,6 +43,8 @@ pub enum EvtKind {
     GatherPerRow { target: usize },
     /// 1 at column `target[m]`, else 0: reads the target vector.
     OneHot,
+    /// Each row's reduction over its group of this many columns, at every column of the group.
+    GroupReduce(GroupOp, usize),
     /// A row-uniform value, one per row `[M]`.
     RowStore(DType),
     /// A column-uniform value, one per column `[N]`.
@@ -96,7 +98,8 @@ pub fn plan(p: &Program) -> Plan {
         for a in n.op.operands() {
             uses[a] += 1;
         }
-        if let Op::Unpair(a, _) = n.op {
+        // `unpair` reads its operand across slots, a group reduction across threads.
+        if let Op::Unpair(a, _) | Op::Group(_, a, _) = n.op {
             materialize[a] = true;
         }
     }
@@ -166,6 +169,11 @@ pub fn plan(p: &Program) -> Plan {
                 let name = &p.inputs[i].name;
                 (EvtKind::OneHot, Some(tensor_index(name, false)), format!("line {}: onehot({name})", node.line))
             }
+            Op::Group(op, _, size) => (
+                EvtKind::GroupReduce(op, size),
+                None,
+                format!("line {}: `{}`, {}(…, {size})", node.line, node.name.as_deref().unwrap_or("(expression)"), op.name()),
+            ),
             Op::Const(_) if !materialize[id] => continue,
             // Reductions, gathers and double-width pairs are store nodes, below.
             Op::RowSum(_) | Op::ColSum(_) | Op::RowLse(_) | Op::Gather(..) => continue,
@@ -178,8 +186,9 @@ pub fn plan(p: &Program) -> Plan {
             _ => continue,
         };
         let base = node.name.clone().unwrap_or_else(|| format!("t{id}"));
-        let children = match kind {
-            EvtKind::Compute { root } => inlined_leaves(p, root, &value_node),
+        let children = match (&kind, &node.op) {
+            (EvtKind::Compute { root }, _) => inlined_leaves(p, *root, &value_node),
+            (EvtKind::GroupReduce(..), Op::Group(_, a, _)) => vec![value_node[*a].expect("a reduced value is materialized")],
             _ => vec![],
         };
         nodes.push(EvtNode { kind, name: names.unique(&base), children, tensor, origin });

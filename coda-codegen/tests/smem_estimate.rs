@@ -16,7 +16,7 @@ const PROBED: usize = 6;
 fn estimate(p: &Program) -> usize {
     let inputs: Vec<_> = p.inputs.iter().map(|i| i.kind).collect();
     let outputs: Vec<_> = p.outputs.iter().map(|o| o.kind).collect();
-    let (base, items) = smem::usage(&p.config, &inputs, &outputs);
+    let (base, items) = smem::usage(&smem::Subtile::of(&p.config, p.group_size()), &inputs, &outputs);
     base + items.iter().sum::<usize>()
 }
 
@@ -59,13 +59,42 @@ fn probe(toolchain: &coda_codegen::Toolchain, headers: &Path, dir: &Path, p: &Pr
     (nums[0], nums[1])
 }
 
-#[test]
-fn estimate_bounds_cutlass_shared_storage_at_the_boundary() {
+
+/// Each program's probe, compiled in parallel in `CARGO_TARGET_TMPDIR/<dir>`.
+fn probe_all<'a>(dir: &str, programs: impl Iterator<Item = &'a Program>) -> Vec<(&'a Program, (usize, usize))> {
     let toolchain = coda_codegen::Toolchain::find().unwrap_or_else(|e| panic!("{e}"));
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("smem-estimate");
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(dir);
     std::fs::create_dir_all(&dir).unwrap();
     let headers = coda_codegen::templates::write(&dir).unwrap();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = programs
+            .map(|p| {
+                let (toolchain, headers, dir) = (&toolchain, &headers, &dir);
+                s.spawn(move || (p, probe(toolchain, headers, dir, p)))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
 
+/// The estimate bounds CUTLASS's size closely and never promises more stages.
+fn assert_bounds(p: &Program, bytes: usize, stages: usize) {
+    let est = smem::epilogue_bytes(estimate(p));
+    let stage = smem::stage_bytes(&p.config);
+    eprintln!(
+        "{}: margin {} B; estimate {est} B, CUTLASS {bytes} B; stages: estimate {}, CUTLASS {stages}",
+        p.name,
+        margin(p),
+        smem::stages_left(&p.config, estimate(p))
+    );
+    assert!(est >= bytes, "{}: estimate {est} B < CUTLASS's {bytes} B", p.name);
+    assert!(est - bytes <= 4096, "{}: estimate {est} B is loose against CUTLASS's {bytes} B", p.name);
+    assert_eq!((smem::CAPACITY - bytes.next_multiple_of(128)) / stage, stages, "{}: the stage formula", p.name);
+    assert!(smem::stages_left(&p.config, estimate(p)) <= stages);
+}
+
+#[test]
+fn estimate_bounds_cutlass_shared_storage_at_the_boundary() {
     let mut near: Vec<(isize, Program)> = testgen::batch(SCANNED, 0xc0da_5e3e, "probe_")
         .iter()
         .flat_map(|g| coda_dsl::lower_file(&syn::parse_file(&g.source).unwrap()).expect("generated programs lower"))
@@ -89,27 +118,45 @@ fn estimate_bounds_cutlass_shared_storage_at_the_boundary() {
     near.truncate(PROBED);
     assert!(near.iter().any(|(_, p)| has_col(p)));
 
-    let results: Vec<_> = std::thread::scope(|s| {
-        let handles: Vec<_> = near
-            .iter()
-            .map(|(m, p)| {
-                let (toolchain, headers, dir) = (&toolchain, &headers, &dir);
-                s.spawn(move || (*m, p, probe(toolchain, headers, dir, p)))
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
-    for (m, p, (bytes, stages)) in results {
-        let est = smem::epilogue_bytes(estimate(p));
-        let stage = smem::stage_bytes(&p.config);
-        eprintln!(
-            "{}: margin {m} B; estimate {est} B, CUTLASS {bytes} B; stages: estimate {}, CUTLASS {stages}",
-            p.name,
-            smem::stages_left(&p.config, estimate(p))
-        );
-        assert!(est >= bytes, "{}: estimate {est} B < CUTLASS's {bytes} B", p.name);
-        assert!(est - bytes <= 4096, "{}: estimate {est} B is loose against CUTLASS's {bytes} B", p.name);
-        assert_eq!((smem::CAPACITY - bytes.next_multiple_of(128)) / stage, stages, "{}: the stage formula", p.name);
-        assert!(smem::stages_left(&p.config, estimate(p)) <= stages);
+    for (p, (bytes, stages)) in probe_all("smem-estimate", near.iter().map(|(_, p)| p)) {
+        assert_bounds(p, bytes, stages);
+    }
+}
+
+/// Programs with group reductions have a subtile one group wide, so fewer
+/// subtiles per tile and other stage counts: the estimate follows them.
+#[test]
+fn estimate_bounds_cutlass_shared_storage_of_group_subtiles() {
+    let src = r#"
+        #[epilogue(tile = (128, 128), cluster = (1, 2), schedule = pingpong)]
+        fn g_pp_128(acc: Acc, res: Tile<bf16>, gate: Tile<bf16>, w: PerCol<bf16>) -> (Tile<bf16>, Tile<bf16>, HalfTile<bf16>) {
+            let h = acc + res;
+            let y = h * rsqrt(group_mean(h * h, 128) + 0.001) * w;
+            let s = y * gate;
+            let (e, o) = unpair(s);
+            let q = e * o;
+            (y, s, q)
+        }
+        #[epilogue]
+        fn g_coop_128(acc: Acc, res: Tile<bf16>) -> Tile<bf16> {
+            let h = acc + res;
+            let y = h - group_max(h, 128);
+            y
+        }
+        #[epilogue(tile = (256, 128), cluster = (1, 2))]
+        fn g_coop_64(acc: Acc, other: Tile<bf16>) -> (Tile<bf16>, DoubleTile<bf16>) {
+            let y = acc / group_sum(abs(acc) + other, 64);
+            let d = pair(y, acc);
+            (y, d)
+        }
+        #[epilogue(tile = (128, 192), schedule = pingpong)]
+        fn g_pp_32(acc: Acc) -> Tile<f32> {
+            let y = group_mean(acc, 32);
+            y
+        }
+    "#;
+    let programs = coda_dsl::lower_file(&syn::parse_file(src).unwrap()).unwrap();
+    for (p, (bytes, stages)) in probe_all("smem-estimate-group", programs.iter()) {
+        assert_bounds(p, bytes, stages);
     }
 }

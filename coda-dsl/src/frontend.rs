@@ -12,8 +12,8 @@ use syn::{
 };
 
 use crate::ir::{
-    BLayout, BinaryOp, Config, DType, Input, InputKind, Node, NodeId, Op, Output, OutputKind, Program, Schedule,
-    UnaryOp, Width,
+    BLayout, BinaryOp, Config, DType, GROUP_SIZES, GroupOp, Input, InputKind, Node, NodeId, Op, Output, OutputKind,
+    Program, Schedule, UnaryOp, Width,
 };
 
 /// Names the generated launch API uses for the GEMM operands.
@@ -151,6 +151,10 @@ struct Lowering {
     /// How many times each `let` / parameter name was read, to report unused ones.
     reads: HashMap<String, usize>,
     let_spans: Vec<(String, Span)>,
+    /// The tile and schedule the program is lowered for (group sizes must divide its N).
+    config: Config,
+    /// The group size of the first group reduction, and its line.
+    group: Option<(usize, usize)>,
 }
 
 impl Lowering {
@@ -373,6 +377,40 @@ impl Lowering {
                 })?;
                 Ok(Value::Elem(self.push(Op::Pair(a, b), w, span)))
             }
+            "group_sum" | "group_mean" | "group_max" => {
+                arity(2)?;
+                let op = GroupOp::ALL.into_iter().find(|g| g.name() == fname).expect("matched above");
+                let x = self.elem(args[0])?;
+                if self.widths[x] != Width::Full {
+                    return Err(syn::Error::new(
+                        args[0].span(),
+                        format!("`{fname}` reduces groups of columns of a full-width value (the accumulator's width, not a pair half, row or column vector)"),
+                    ));
+                }
+                let sizes = GROUP_SIZES.map(|g| g.to_string()).join(", ");
+                let size = match args[1] {
+                    Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(i), .. }) => i.base10_parse::<usize>().ok().filter(|g| GROUP_SIZES.contains(g)),
+                    _ => None,
+                }
+                .ok_or_else(|| syn::Error::new(args[1].span(), format!("the group size must be an integer literal: one of {sizes} columns")))?;
+                let tile_n = self.config.tile_n;
+                if tile_n % size != 0 {
+                    return Err(syn::Error::new(
+                        args[1].span(),
+                        format!("groups of {size} columns must divide the tile's {tile_n} columns; use a tile whose N is a multiple of {size}"),
+                    ));
+                }
+                match self.group {
+                    Some((first, line)) if first != size => {
+                        return Err(syn::Error::new(
+                            args[1].span(),
+                            format!("a program reduces groups of one size: line {line} uses {first} columns (its epilogue subtile is one group wide)"),
+                        ));
+                    }
+                    _ => self.group = Some((size, span.start().line)),
+                }
+                Ok(Value::Elem(self.push(Op::Group(op, x, size), Width::Full, span)))
+            }
             "unpair" => Err(syn::Error::new(
                 c.func.span(),
                 "`unpair` returns two values: bind them with `let (even, odd) = unpair(x);`",
@@ -380,7 +418,7 @@ impl Lowering {
             _ => Err(syn::Error::new(
                 c.func.span(),
                 format!(
-                    "unknown function `{fname}`; the DSL has {}, pow, max, min, select, pair, unpair, row_sum, col_sum, row_lse, gather, onehot",
+                    "unknown function `{fname}`; the DSL has {}, pow, max, min, select, pair, unpair, row_sum, col_sum, row_lse, group_sum, group_mean, group_max, gather, onehot",
                     UnaryOp::ALL[1..].iter().map(|u| u.name()).collect::<Vec<_>>().join(", ")
                 ),
             )),
@@ -392,6 +430,7 @@ impl Lowering {
 /// stages, at the input or output that tips it over (see [`crate::smem`]).
 fn check_shared_memory(
     config: &Config,
+    group: Option<usize>,
     inputs: &[Input],
     input_spans: &[(String, Span)],
     outputs: &[Output],
@@ -400,7 +439,7 @@ fn check_shared_memory(
     use crate::smem;
     let kinds: Vec<InputKind> = inputs.iter().map(|i| i.kind).collect();
     let out_kinds: Vec<OutputKind> = outputs.iter().map(|o| o.kind).collect();
-    let (mut used, bytes) = smem::usage(config, &kinds, &out_kinds);
+    let (mut used, bytes) = smem::usage(&smem::Subtile::of(config, group), &kinds, &out_kinds);
     let spans = input_spans.iter().map(|(_, s)| *s).chain(out_types.iter().map(|t| t.span()));
     let items = bytes.into_iter().zip(spans);
     for (bytes, span) in items {
@@ -591,6 +630,8 @@ pub fn lower_fn(item: &ItemFn, config: Config) -> syn::Result<Program> {
         scope: HashMap::new(),
         reads: HashMap::new(),
         let_spans: vec![],
+        config,
+        group: None,
     };
     let mut input_spans = vec![];
     for arg in &sig.inputs {
@@ -779,7 +820,7 @@ pub fn lower_fn(item: &ItemFn, config: Config) -> syn::Result<Program> {
             return Err(syn::Error::new(*span, format!("`{name}` is computed but never used or returned")));
         }
     }
-    check_shared_memory(&config, &lw.inputs, &input_spans, &outputs, &out_types)?;
+    check_shared_memory(&config, lw.group.map(|(g, _)| g), &lw.inputs, &input_spans, &outputs, &out_types)?;
     Ok(Program { name: sig.ident.to_string(), doc, config, inputs: lw.inputs, nodes: lw.nodes, outputs })
 }
 

@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 
-use crate::ir::{BinaryOp, DType, InputKind, Op, OutputKind, Program, UnaryOp};
+use crate::ir::{BinaryOp, DType, GroupOp, InputKind, Op, OutputKind, Program, UnaryOp};
 
 /// How each operation's result is rounded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -169,6 +169,19 @@ pub fn evaluate(
                     for c in 0..v.len() / 2 {
                         v[2 * c] = at(&vals[a], c);
                         v[2 * c + 1] = at(&vals[b], c);
+                    }
+                }
+                Op::Group(op, a, size) => {
+                    for start in (0..v.len()).step_by(size) {
+                        let cols = start..(start + size).min(v.len());
+                        let xs = cols.clone().map(|c| at(&vals[a], c));
+                        let r = match (op, precision) {
+                            (GroupOp::Max, _) => xs.fold(f64::NEG_INFINITY, f64::max),
+                            (_, Precision::F64) => xs.sum(),
+                            _ => xs.fold(0f32, |s, x| s + x as f32) as f64,
+                        };
+                        let r = if op == GroupOp::Mean { r / cols.len() as f64 } else { r };
+                        v[cols].fill(precision.round(r));
                     }
                 }
                 // Reductions and gathers are produced when the output is stored, below.

@@ -185,6 +185,31 @@ pub enum BinaryOp {
     Min,
 }
 
+/// A reduction over a group of columns (see [`Op::Group`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum GroupOp {
+    Sum,
+    /// The sum over the group's columns below `N`, divided by their count.
+    Mean,
+    Max,
+}
+
+impl GroupOp {
+    pub const ALL: [GroupOp; 3] = [GroupOp::Sum, GroupOp::Mean, GroupOp::Max];
+    /// The DSL function name.
+    pub fn name(self) -> &'static str {
+        match self {
+            GroupOp::Sum => "group_sum",
+            GroupOp::Mean => "group_mean",
+            GroupOp::Max => "group_max",
+        }
+    }
+}
+
+/// Group sizes a program may reduce over: the epilogue subtile is one group
+/// wide, and each thread holds the whole subtile (2 rows × size/4 columns).
+pub const GROUP_SIZES: [usize; 3] = [32, 64, 128];
+
 /// One operation of the DAG. Every value is an f32 element-wise expression
 /// over the `M × N` output, except `RowSum`, which is only an output.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -210,13 +235,23 @@ pub enum Op {
     Gather(NodeId, NodeId),
     /// 1 where the column is `target[m]` (the `PerRow<i32>` input), else 0.
     OneHot(NodeId),
+    /// Each row's reduction over its group of `size` columns (columns
+    /// `g·size .. (g+1)·size`, those below `N`), the result at every column
+    /// of the group: a full-width value.
+    Group(GroupOp, NodeId, usize),
 }
 
 impl Op {
     pub fn operands(&self) -> Vec<NodeId> {
         match *self {
             Op::Input(_) | Op::Const(_) => vec![],
-            Op::Unary(_, a) | Op::RowSum(a) | Op::Unpair(a, _) | Op::ColSum(a) | Op::RowLse(a) | Op::OneHot(a) => vec![a],
+            Op::Unary(_, a)
+            | Op::RowSum(a)
+            | Op::Unpair(a, _)
+            | Op::ColSum(a)
+            | Op::RowLse(a)
+            | Op::OneHot(a)
+            | Op::Group(_, a, _) => vec![a],
             Op::Binary(_, a, b) | Op::Pair(a, b) | Op::Gather(a, b) => vec![a, b],
             Op::Select(c, a, b) => vec![c, a, b],
         }
@@ -494,7 +529,7 @@ impl Program {
                     InputKind::Scalar => Width::Uniform,
                 },
                 Op::Const(_) => Width::Uniform,
-                Op::OneHot(_) => Width::Full,
+                Op::OneHot(_) | Op::Group(..) => Width::Full,
                 Op::Unary(_, a) | Op::RowSum(a) | Op::ColSum(a) | Op::RowLse(a) | Op::Gather(a, _) => w[a],
                 Op::Binary(_, a, b) => w[a].join(w[b]).unwrap_or(Width::Full),
                 Op::Select(c, a, b) => w[c].join(w[a]).and_then(|x| x.join(w[b])).unwrap_or(Width::Full),
@@ -504,6 +539,16 @@ impl Program {
             w.push(width);
         }
         w
+    }
+
+    /// The columns of the program's group reductions (one size per
+    /// program, the frontend checks), if it has any: its epilogue subtile is
+    /// that wide instead of CUTLASS's 32 columns.
+    pub fn group_size(&self) -> Option<usize> {
+        self.nodes.iter().find_map(|n| match n.op {
+            Op::Group(_, _, size) => Some(size),
+            _ => None,
+        })
     }
 
     /// A map program has no `Acc` input: its epilogue runs over a `Tile`

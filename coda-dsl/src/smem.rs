@@ -17,10 +17,37 @@ const ALIGN: usize = 1024;
 /// Each mainloop stage's pipeline barriers (`PipelineTmaAsync<1>::SharedStorage`).
 const STAGE_BARRIERS: usize = 16;
 
-/// The epilogue subtile: 128 (cooperative) or 64 (ping-pong) rows × 32 columns.
-fn epi_tile(c: &Config) -> usize {
-    let rows = if c.schedule == Schedule::Cooperative { 128 } else { 64 };
-    rows * 32
+/// The epilogue subtile of a program in a config: 128 (cooperative) or 64
+/// (ping-pong) rows × 32 columns, or × one group for a program with group
+/// reductions; and the stage counts CUTLASS's builder derives from how many
+/// subtiles a CTA tile holds (`sm90_get_tma_dispatch_policy`).
+#[derive(Clone, Copy, Debug)]
+pub struct Subtile {
+    pub config: Config,
+    pub rows: usize,
+    pub cols: usize,
+}
+
+impl Subtile {
+    /// `group`: the program's group size ([`crate::Program::group_size`]).
+    pub fn of(config: &Config, group: Option<usize>) -> Subtile {
+        let rows = if config.schedule == Schedule::Cooperative { 128 } else { 64 };
+        Subtile { config: *config, rows, cols: group.unwrap_or(32) }
+    }
+    fn elems(&self) -> usize {
+        self.rows * self.cols
+    }
+    fn per_tile(&self) -> usize {
+        (self.config.tile_m / self.rows).max(1) * (self.config.tile_n / self.cols)
+    }
+    /// The D stages (also those of every tile store).
+    fn stages_d(&self) -> usize {
+        self.per_tile().min(2)
+    }
+    /// The C stages (also those of every tile load), C sharing D's buffer.
+    fn stages_c(&self) -> usize {
+        self.per_tile().min(4).max(self.stages_d() + 1)
+    }
 }
 
 /// Bytes of one mainloop stage: a (tile_m × 64) A tile and a (tile_n × 64) B tile of bf16.
@@ -30,30 +57,34 @@ pub fn mainloop_stage(c: &Config) -> usize {
 
 /// Shared memory the D stages always take (the collective's store buffer,
 /// also the reduction scratch), with `elem` the D or first stored element.
-pub fn base(c: &Config, elem: DType) -> usize {
-    2 * epi_tile(c) * elem.bytes()
+pub fn base(t: &Subtile, elem: DType) -> usize {
+    // And one aligned block more: CUTLASS's storage runs up to 2 KB past the
+    // tiles and barriers (measured by the `smem_estimate` tests: a
+    // cooperative 128 × 128 subtile with a C operand, an f32 D without one).
+    t.stages_d() * t.elems() * elem.bytes() + ALIGN
 }
 
 /// Extra shared memory of one input; `is_c` for the collective's C operand.
 /// A `PerCol` vector is staged through shared memory (CUTLASS's
 /// `Sm90RowBroadcast`: one element per tile column), counted with the
 /// padding a following 1024-aligned tile may add.
-pub fn input(c: &Config, kind: InputKind, is_c: bool) -> usize {
+pub fn input(t: &Subtile, kind: InputKind, is_c: bool) -> usize {
     match kind {
-        InputKind::Tile(d) if is_c => 2 * epi_tile(c) * d.bytes(),
-        InputKind::Tile(d) => 4 * epi_tile(c) * d.bytes(),
-        InputKind::PerCol(d) => (c.tile_n * d.bytes()).next_multiple_of(ALIGN),
+        InputKind::Tile(d) if is_c => (t.stages_c() - t.stages_d()) * t.elems() * d.bytes(),
+        InputKind::Tile(d) => t.stages_c() * t.elems() * d.bytes(),
+        InputKind::PerCol(d) => (t.config.tile_n * d.bytes()).next_multiple_of(ALIGN),
         _ => 0,
     }
 }
 
 /// Extra shared memory of one output; `is_d` for the collective's D operand.
-pub fn output(c: &Config, kind: OutputKind, is_d: bool) -> usize {
+pub fn output(t: &Subtile, kind: OutputKind, is_d: bool) -> usize {
+    let stage = t.stages_d() * t.elems();
     match kind {
         OutputKind::Tile(_) if is_d => 0,
-        OutputKind::Tile(d) => 2 * epi_tile(c) * d.bytes(),
-        OutputKind::HalfTile(d) => epi_tile(c) * d.bytes(),
-        OutputKind::DoubleTile(d) => 4 * epi_tile(c) * d.bytes(),
+        OutputKind::Tile(d) => stage * d.bytes(),
+        OutputKind::HalfTile(d) => stage * d.bytes() / 2,
+        OutputKind::DoubleTile(d) => 2 * stage * d.bytes(),
         _ => 0,
     }
 }
@@ -78,13 +109,13 @@ pub fn stages_left(c: &Config, tiles: usize) -> usize {
 /// What the epilogue of a program with these inputs and outputs takes:
 /// the D stages, then each input's and each output's bytes in order (the
 /// frontend names the first item that leaves fewer than two stages).
-pub fn usage(c: &Config, inputs: &[InputKind], outputs: &[OutputKind]) -> (usize, Vec<usize>) {
+pub fn usage(t: &Subtile, inputs: &[InputKind], outputs: &[OutputKind]) -> (usize, Vec<usize>) {
     let coll = Collective::of(inputs, outputs);
     let items = inputs
         .iter()
         .enumerate()
-        .map(|(i, &k)| input(c, k, Some(i) == coll.c))
-        .chain(outputs.iter().enumerate().map(|(i, &k)| output(c, k, Some(i) == coll.d)))
+        .map(|(i, &k)| input(t, k, Some(i) == coll.c))
+        .chain(outputs.iter().enumerate().map(|(i, &k)| output(t, k, Some(i) == coll.d)))
         .collect();
-    (base(c, coll.element), items)
+    (base(t, coll.element), items)
 }

@@ -293,7 +293,7 @@ impl Gen<'_> {
             }
             // pair
             3 => {
-                let double = smem::output(&self.config, OutputKind::DoubleTile(DType::Bf16), false);
+                let double = smem::output(&smem::Subtile::of(&self.config, None), OutputKind::DoubleTile(DType::Bf16), false);
                 let half = self.has_exact(Width::Half) && (self.s.chance(50) || !self.fits_smem(double));
                 if !half && !self.fits_smem(double) {
                     return;
@@ -390,7 +390,7 @@ impl Gen<'_> {
             Kind::Elem => {
                 let t = float(&mut self.s);
                 let d = if t == "f32" { DType::F32 } else { DType::Bf16 };
-                let tile = smem::output(&self.config, OutputKind::Tile(d), false);
+                let tile = smem::output(&smem::Subtile::of(&self.config, None), OutputKind::Tile(d), false);
                 let choice = match v.width {
                     Width::Row => *self.s.pick(&["PerRow", "PerRow", "Tile"]),
                     Width::Col => *self.s.pick(&["PerCol", "PerCol", "Tile"]),
@@ -403,7 +403,7 @@ impl Gen<'_> {
                 };
                 let bytes = match choice {
                     "Tile" => tile,
-                    "HalfTile" => smem::output(&self.config, OutputKind::HalfTile(d), false),
+                    "HalfTile" => smem::output(&smem::Subtile::of(&self.config, None), OutputKind::HalfTile(d), false),
                     _ => 0,
                 };
                 if choice.is_empty() || !self.fits_smem(bytes) {
@@ -477,7 +477,7 @@ fn gen_config(s: &mut Src) -> (Config, String) {
 pub fn generate(choices: &[u32]) -> Generated {
     let mut s = Src { c: choices, i: 0 };
     let (config, attr) = gen_config(&mut s);
-    let mut g = Gen { s, config, vals: vec![], stmts: vec![], lets: 0, smem: smem::base(&config, DType::F32) };
+    let mut g = Gen { s, config, vals: vec![], stmts: vec![], lets: 0, smem: smem::base(&smem::Subtile::of(&config, None), DType::F32) };
 
     // Inputs: an accumulator (at any position) or, for a map program, a first `Tile`.
     let is_map = g.s.chance(15);
@@ -495,12 +495,12 @@ pub fn generate(choices: &[u32]) -> Generated {
     let mut inputs: Vec<InputKind> = vec![];
     if is_map {
         let first = if g.s.chance(50) { InputKind::Tile(DType::F32) } else { InputKind::Tile(DType::Bf16) };
-        g.smem += smem::input(&config, first, false);
+        g.smem += smem::input(&smem::Subtile::of(&config, None), first, false);
         inputs.push(first);
     }
     for _ in 0..g.s.below(6) {
         let mut k = *g.s.pick(&kinds);
-        let bytes = smem::input(&config, k, false);
+        let bytes = smem::input(&smem::Subtile::of(&config, None), k, false);
         if !g.fits_smem(bytes) {
             k = InputKind::PerRow(DType::F32);
         } else {

@@ -136,6 +136,12 @@ fn user_errors_name_the_rule() {
         (quote!(fn p(acc: Acc) -> Tile<bf16> { let d = pair(acc, acc); let y = d + 1.0; y }), "a double-width value can only be split"),
         (quote!(fn p(acc: Acc) -> Tile<bf16> { acc * 2.0 }), "return a `let` name"),
         (quote!(fn p(acc: Acc) -> Tile<bf16> { let y = acc % 2.0; y }), "only `+ - * /` are supported"),
+        (quote!(fn p(acc: Acc) -> Tile<bf16> { let y = group_sum(acc, 96); y }), "the group size must be an integer literal: one of 32, 64, 128 columns"),
+        (quote!(fn p(acc: Acc) -> Tile<bf16> { let y = group_sum(acc, acc); y }), "the group size must be an integer literal"),
+        (quote!(fn p(acc: Acc) -> Tile<bf16> { let y = group_max(acc); y }), "`group_max` takes 2 arguments, got 1"),
+        (quote!(fn p(acc: Acc, r: PerRow<f32>) -> Tile<bf16> { let y = acc * group_mean(r, 32); y }), "`group_mean` reduces groups of columns of a full-width value"),
+        (quote!(fn p(acc: Acc) -> HalfTile<bf16> { let (g, u) = unpair(acc); let y = group_sum(g, 32); y }), "of a full-width value"),
+        (quote!(fn p(acc: Acc) -> Tile<bf16> { let y = group_sum(acc, 32) + group_max(acc, 64); y }), "a program reduces groups of one size: line"),
     ];
     let too_many = quote!(
         fn p(acc: Acc) -> (Tile<bf16>, Tile<bf16>, Tile<bf16>, Tile<bf16>, Tile<bf16>, Tile<bf16>, Tile<bf16>, Tile<bf16>, Tile<bf16>) {
@@ -145,6 +151,11 @@ fn user_errors_name_the_rule() {
         }
     );
     let cases: Vec<_> = cases.into_iter().chain([(too_many, "too many TMA-staged tiles: with tile (128, 256)")]).collect();
+    // The group size must divide the tile's columns.
+    let odd_tile = quote!(#[coda::epilogue(tile = (128, 192), schedule = pingpong)] fn p(acc: Acc) -> Tile<bf16> { let y = group_mean(acc, 128); y });
+    let file = syn::parse2::<syn::File>(odd_tile).unwrap();
+    let err = coda_dsl::lower_file(&file).unwrap_err().to_string();
+    assert!(err.contains("groups of 128 columns must divide the tile's 192 columns"), "{err}");
     for (src, want) in cases {
         let err = lower(src.clone()).expect_err(&src.to_string());
         assert!(err.contains(want), "{src}\n  got: {err}\n  want: {want}");

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use coda_dsl::interp::{self, Inputs, Precision, round_bf16};
-use coda_dsl::ir::Config;
+use coda_dsl::ir::{Config, Schedule};
 use quote::quote;
 
 fn program(item: proc_macro2::TokenStream, config: Config) -> coda_dsl::Program {
@@ -356,5 +356,37 @@ fn lse_of_special_values_and_new_maps() {
         }
         assert!((out["sp"][i] - (1.0 + x.exp()).ln()).abs() < 1e-12 * (1.0 + x.abs()), "softplus({x})");
         assert_eq!(out["p"][i], x * x * x * x * x * x * x, "pow({x}, 7) is multiplications");
+    }
+}
+
+/// Group reductions: each row's sum, mean or max over its group's columns
+/// below N (a ragged last group included), at every column of the group.
+#[test]
+fn group_reductions_cover_each_group_and_the_ragged_last() {
+    let p = program(
+        quote! {
+            fn g(acc: Acc) -> (Tile<f32>, Tile<f32>, Tile<f32>) {
+                let s = group_sum(acc, 32);
+                let m = group_mean(acc * acc, 32);
+                let x = group_max(abs(acc), 32) + 0.0;
+                (s, m, x)
+            }
+        },
+        Config { tile_m: 128, tile_n: 128, schedule: Schedule::Pingpong, ..Config::default() },
+    );
+    let (rows, n) = (3, 70);
+    let acc = values(rows * n, 7);
+    let out = eval(&p, rows, n, acc.clone(), &[]);
+    for r in 0..rows {
+        for c in 0..n {
+            let g = (c / 32) * 32..((c / 32 + 1) * 32).min(n);
+            let xs = || g.clone().map(|j| acc[r * n + j]);
+            let sum: f64 = xs().sum();
+            let mean = xs().map(|x| x * x).sum::<f64>() / g.len() as f64;
+            let max = xs().map(f64::abs).fold(f64::NEG_INFINITY, f64::max);
+            assert!((out["s"][r * n + c] - sum).abs() < 1e-12, "sum at ({r}, {c})");
+            assert!((out["m"][r * n + c] - mean).abs() < 1e-12, "mean at ({r}, {c})");
+            assert_eq!(out["x"][r * n + c], max, "max at ({r}, {c})");
+        }
     }
 }

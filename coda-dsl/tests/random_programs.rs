@@ -15,7 +15,7 @@
 use std::collections::HashMap;
 
 use coda_dsl::interp::{self, Inputs, Precision, round_bf16};
-use coda_dsl::ir::{DType, InputKind, Op, OutputKind, Program, UnaryOp};
+use coda_dsl::ir::{DType, GroupOp, InputKind, Op, OutputKind, Program, UnaryOp};
 use coda_dsl::testgen::{self, Generated};
 use proptest::prelude::*;
 
@@ -224,6 +224,23 @@ fn bounds(p: &Program, m: usize, n: usize, inp: &Inputs, u: f64) -> HashMap<Stri
                     for c in 0..v.len() / 2 {
                         v[2 * c] = at(&vals[a], c);
                         v[2 * c + 1] = at(&vals[b], c);
+                    }
+                }
+                Op::Group(op, a, size) => {
+                    for start in (0..v.len()).step_by(size) {
+                        let cols = start..(start + size).min(v.len());
+                        let xs: Vec<(f64, f64)> = cols.clone().map(|c| at(&vals[a], c)).collect();
+                        let k = xs.len();
+                        let (y, e) = match op {
+                            GroupOp::Max => xs.iter().fold((f64::NEG_INFINITY, 0.0f64), |(m, e), &(x, ex)| (m.max(x), e.max(ex))),
+                            _ => {
+                                let (sum, e, mag) = xs.iter().fold((0.0, 0.0, 0.0), |(s, e, m), &(x, ex)| (s + x, e + ex, m + x.abs() + ex));
+                                let (sum, e) = (sum, e + gamma(k) * mag);
+                                if op == GroupOp::Mean { (sum / k as f64, e / k as f64) } else { (sum, e) }
+                            }
+                        };
+                        let e = clean(y, e + rnd(u, y, e));
+                        v[cols].fill((y, e));
                     }
                 }
                 Op::RowSum(_) | Op::ColSum(_) | Op::RowLse(_) | Op::Gather(..) => {}

@@ -133,8 +133,36 @@ pub fn lse_rows(x: Tile<f32>) -> LsePartial<f32> {
     l
 }
 
+#[coda::epilogue]
+/// QK-norm then RoPE in the qkv epilogue: each head's 128 columns
+/// RMS-normalised and scaled by `gamma` where `qk` is nonzero (the q and k
+/// heads; the v heads pass through), then rotated by `pos[m] · freq[n]`.
+pub fn qk_norm_rope(acc: Acc, r: PerRow<f32>, gamma: PerCol<bf16>, qk: PerCol<f32>, pos: PerRow<f32>, freq: PerCol<f32>)
+    -> Tile<bf16> {
+    let x = acc * r;
+    let normed = x * rsqrt(group_mean(x * x, 128) + 0.000001) * gamma;
+    let q = select(qk, normed, x);
+    let (x0, x1) = unpair(q);
+    let (angle, _) = unpair(pos * freq);
+    let c = cos(angle);
+    let s = sin(angle);
+    let y = pair(x0 * c - x1 * s, x0 * s + x1 * c);
+    y
+}
+
+#[coda::epilogue(tile = (128, 128), cluster = (1, 2), schedule = pingpong)]
+/// Blockwise quantisation scales: each row's amax over its 1×64 blocks, the
+/// tile scaled into e4m3's range by it, and the sum over each block.
+pub fn block_amax(acc: Acc, bias: PerCol<f32>) -> (Tile<bf16>, Tile<f32>, Tile<f32>) {
+    let x = acc + bias;
+    let amax = group_max(abs(x), 64);
+    let y = x * (448.0 / max(amax, 0.0001));
+    let total = group_sum(x, 64);
+    (y, amax, total)
+}
+
 /// Every program of this file (for tools: `coda inspect`, `coda tune`).
-pub fn kernels() -> [&'static coda::Kernel; 11] {
+pub fn kernels() -> [&'static coda::Kernel; 13] {
     [
         &gated_mix::KERNEL,
         &two_partials::KERNEL,
@@ -147,5 +175,7 @@ pub fn kernels() -> [&'static coda::Kernel; 11] {
         &math_functions::KERNEL,
         &math_activations::KERNEL,
         &lse_rows::KERNEL,
+        &qk_norm_rope::KERNEL,
+        &block_amax::KERNEL,
     ]
 }

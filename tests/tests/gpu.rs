@@ -383,6 +383,8 @@ fn main() {
         kit::math_functions,
         kit::math_activations,
         kit::lse_rows,
+        kit::qk_norm_rope,
+        kit::block_amax,
         llama::linear_residual_rms_partial,
         llama::linear_rowscale_swiglu,
         llama::linear_rowscale_swiglu_save,

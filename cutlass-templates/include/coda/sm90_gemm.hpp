@@ -84,11 +84,13 @@ struct Pingpong {
   using Epilogue = cutlass::epilogue::TmaWarpSpecialized;
 };
 
-// Epilogue tile, stage counts and aux smem layouts, as the builder derives them.
-template <class TileShape, class Schedule, class ElementC, class ElementD>
+// Epilogue tile, stage counts and aux smem layouts, as the builder derives
+// them; a program with group reductions names its own epilogue tile (one
+// group of columns wide, coda/group.hpp).
+template <class TileShape, class Schedule, class ElementC, class ElementD,
+          class EpilogueTile = cutlass::epilogue::collective::EpilogueTileAuto>
 using EpilogueDescriptor = cutlass::epilogue::collective::detail::EpilogueDescriptor<
-    TileShape, cutlass::epilogue::collective::EpilogueTileAuto, ElementC, ElementD,
-    typename Schedule::Epilogue>;
+    TileShape, EpilogueTile, ElementC, ElementD, typename Schedule::Epilogue>;
 
 // An [M,N] row-major bf16/f32 tile loaded through TMA (not the C operand).
 template <class Desc, class Element>
@@ -184,7 +186,7 @@ using WeightKN = cutlass::layout::RowMajor;
 
 // The kernel: mainloop stages fill what the epilogue leaves of shared memory.
 template <class TileShape, class ClusterShape, class Schedule, class ElementC, class ElementD, class Fusion,
-          class LayoutB = WeightNK>
+          class LayoutB = WeightNK, class EpilogueTile = cutlass::epilogue::collective::EpilogueTileAuto>
 struct Gemm {
   using ElementA = bfloat16_t;
   using ElementB = bfloat16_t;
@@ -194,7 +196,7 @@ struct Gemm {
 
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float,
+      EpilogueTile, float, float,
       ElementC, cutlass::layout::RowMajor, kAlignC,
       ElementD, cutlass::layout::RowMajor, kAlignD,
       typename Schedule::Epilogue, Fusion>::CollectiveOp;
