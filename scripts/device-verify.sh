@@ -8,15 +8,16 @@
 # against the heuristic's choices (`heuristic`), `coda bench` with that cache, and
 # the training comparison (`train`: bench/train/run.sh with the wheel, its
 # variants TRAIN_VARIANTS, its arguments TRAIN_ARGS).
-# Usage: [PARTS="gpu user python random tune heuristic bench train"] scripts/device-verify.sh BIN_DIR OUT_DIR
-# BIN_DIR holds the release binaries `gpu`, `gpu_user`, `gpu_random` and
-# `coda`, and the wheel `coda_rs-*.whl`; PARTS (default all eight) splits the
-# work across calls of the 10-minute limit.
+# `programs` times the test programs beside cuBLASLt (`time_programs --quick --programs-only`).
+# Usage: [PARTS="gpu user python random programs tune heuristic bench train"] scripts/device-verify.sh BIN_DIR OUT_DIR
+# BIN_DIR holds the release binaries `gpu`, `gpu_user`, `gpu_random`,
+# `time_programs` and `coda`, and the wheel `coda_rs-*.whl`; PARTS (default
+# all nine) splits the work across calls of the 10-minute limit.
 # `bench` alone uses the cache OUT_DIR/tuning.json if an earlier `tune` left one there.
 set -uo pipefail
 bin=$1 out=$2
 here=$(dirname "$0")
-parts=" ${PARTS:-gpu user python random tune heuristic bench train} "
+parts=" ${PARTS:-gpu user python random programs tune heuristic bench train} "
 part() { [[ "$parts" == *" $1 "* ]]; }
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$out/gpu-info.txt" 2>&1
@@ -39,6 +40,10 @@ fi
 if part random && [[ -x "$bin/gpu_random" ]]; then
   "$here/device-run.sh" "$bin/gpu_random" > "$out/random.log" 2>&1
   echo "gpu_random exit $?"
+fi
+if part programs && [[ -x "$bin/time_programs" ]]; then
+  "$here/device-run.sh" "$bin/time_programs" --quick --programs-only > "$out/time-programs.log" 2>&1
+  echo "time_programs exit $?"
 fi
 if part train && [[ -n "$wheel" ]]; then
   # shellcheck disable=SC2086  # a list of variants

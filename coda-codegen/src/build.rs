@@ -400,14 +400,7 @@ impl Build {
                 let (todo, built, errors, finished, progress, programs, compiler) = (&todo, &built, &errors, &finished, &progress, &programs, &compiler);
                 s.spawn(move || {
                     loop {
-                        // The first worker runs on the token cargo gave this build script; the others take one per unit.
-                        let _token = match jobserver() {
-                            Some(client) if worker > 0 => match client.acquire() {
-                                Ok(token) => Some(token),
-                                Err(_) => break,
-                            },
-                            _ => None,
-                        };
+                        let Some(_token) = token(worker, || todo.lock().unwrap().as_slice().is_empty()) else { break };
                         let Some(unit) = todo.lock().unwrap().next() else { break };
                         let t0 = Instant::now();
                         let results = unit.build(&compiler);
@@ -547,6 +540,27 @@ fn jobserver() -> Option<&'static jobserver::Client> {
     // jobserver and nothing else in a build script uses them; the OnceLock
     // takes them once per process.
     CLIENT.get_or_init(|| unsafe { jobserver::Client::from_env() }).as_ref()
+}
+
+/// Leave to run one unit, `Some` of what holds it: the first worker runs on
+/// the token cargo gave this build script, the others on a free token of
+/// cargo's jobserver each. While none is free they wait, and stop once
+/// `done()` (the first worker takes what is left): a worker blocked on a
+/// token with no unit to run would hold the build, and with it cargo's
+/// other jobs, forever.
+fn token(worker: usize, done: impl Fn() -> bool) -> Option<Option<jobserver::Acquired>> {
+    let Some(client) = jobserver().filter(|_| worker > 0) else { return Some(None) };
+    loop {
+        if done() {
+            return None;
+        }
+        match client.try_acquire() {
+            Ok(Some(token)) => return Some(Some(token)),
+            Ok(None) => std::thread::sleep(std::time::Duration::from_millis(50)),
+            // No usable jobserver: run on this build script's token alone.
+            Err(_) => return None,
+        }
+    }
 }
 
 /// One Hopper GEMM TU takes ~3.3 GB and ~40 s: at most `CODA_JOBS` (default: cores, max 2) at once.

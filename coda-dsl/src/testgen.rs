@@ -30,7 +30,7 @@ use std::fmt;
 use proptest::prelude::*;
 use proptest::test_runner::{RngSeed, TestRunner};
 
-use crate::ir::{BLayout, Config, DType, InputKind, OutputKind, Schedule, UnaryOp, Width};
+use crate::ir::{BLayout, Config, DType, GROUP_SIZES, GroupOp, InputKind, OutputKind, Schedule, UnaryOp, Width};
 use crate::smem;
 
 /// One generated program.
@@ -146,6 +146,8 @@ struct Gen<'a> {
     lets: usize,
     /// Conservative shared memory used so far.
     smem: usize,
+    /// The group size the program's group reductions use, if it may have any.
+    group: Option<usize>,
 }
 
 const LITERALS: [&str; 10] = ["1.0", "0.5", "2.0", "0.0", "3", "1e-3", "1.5e2", "0.7071067811865476", "10.0", "0.25"];
@@ -170,6 +172,11 @@ impl Gen<'_> {
 
     fn fits_smem(&self, bytes: usize) -> bool {
         smem::stages_left(&self.config, self.smem + bytes) >= 2
+    }
+
+    /// The epilogue subtile (one group wide where the program may reduce groups).
+    fn subtile(&self) -> smem::Subtile {
+        smem::Subtile::of(&self.config, self.group)
     }
 
     fn add(&mut self, name: String, width: Width, kind: Kind, is_pair: bool) {
@@ -217,7 +224,8 @@ impl Gen<'_> {
 
     /// An element-wise expression whose width `target` accepts, and its width.
     fn expr(&mut self, target: Width, depth: usize) -> (String, Width) {
-        let form = if depth == 0 { 0 } else { self.s.below(5) };
+        let group = self.group.filter(|_| fits(target, Width::Full) && self.has_exact(Width::Full));
+        let form = if depth == 0 { 0 } else { self.s.below(if group.is_some() { 6 } else { 5 }) };
         let d = depth.saturating_sub(1);
         match form {
             1 => {
@@ -249,6 +257,11 @@ impl Gen<'_> {
                 let (b, wb) = self.expr(target, d);
                 let w = wc.join(wa).and_then(|w| w.join(wb)).expect("widths a target accepts join");
                 (format!("select({c}, {a}, {b})"), w)
+            }
+            5 => {
+                let size = group.expect("form 5 is drawn only with a group size");
+                let a = self.exact(Width::Full);
+                (format!("{}({a}, {size})", self.s.pick(&GroupOp::ALL).name()), Width::Full)
             }
             _ => self.leaf(target),
         }
@@ -293,7 +306,7 @@ impl Gen<'_> {
             }
             // pair
             3 => {
-                let double = smem::output(&smem::Subtile::of(&self.config, None), OutputKind::DoubleTile(DType::Bf16), false);
+                let double = smem::output(&self.subtile(), OutputKind::DoubleTile(DType::Bf16), false);
                 let half = self.has_exact(Width::Half) && (self.s.chance(50) || !self.fits_smem(double));
                 if !half && !self.fits_smem(double) {
                     return;
@@ -390,7 +403,7 @@ impl Gen<'_> {
             Kind::Elem => {
                 let t = float(&mut self.s);
                 let d = if t == "f32" { DType::F32 } else { DType::Bf16 };
-                let tile = smem::output(&smem::Subtile::of(&self.config, None), OutputKind::Tile(d), false);
+                let tile = smem::output(&self.subtile(), OutputKind::Tile(d), false);
                 let choice = match v.width {
                     Width::Row => *self.s.pick(&["PerRow", "PerRow", "Tile"]),
                     Width::Col => *self.s.pick(&["PerCol", "PerCol", "Tile"]),
@@ -403,7 +416,7 @@ impl Gen<'_> {
                 };
                 let bytes = match choice {
                     "Tile" => tile,
-                    "HalfTile" => smem::output(&smem::Subtile::of(&self.config, None), OutputKind::HalfTile(d), false),
+                    "HalfTile" => smem::output(&self.subtile(), OutputKind::HalfTile(d), false),
                     _ => 0,
                 };
                 if choice.is_empty() || !self.fits_smem(bytes) {
@@ -477,7 +490,15 @@ fn gen_config(s: &mut Src) -> (Config, String) {
 pub fn generate(choices: &[u32]) -> Generated {
     let mut s = Src { c: choices, i: 0 };
     let (config, attr) = gen_config(&mut s);
-    let mut g = Gen { s, config, vals: vec![], stmts: vec![], lets: 0, smem: smem::base(&smem::Subtile::of(&config, None), DType::F32) };
+    // A quarter of the programs may reduce groups of columns, of one size that divides the tile's N.
+    let group = if s.chance(25) {
+        let sizes: Vec<usize> = GROUP_SIZES.into_iter().filter(|g| config.tile_n % g == 0).collect();
+        Some(*s.pick(&sizes))
+    } else {
+        None
+    };
+    let mut g = Gen { s, config, vals: vec![], stmts: vec![], lets: 0, smem: 0, group };
+    g.smem = smem::base(&g.subtile(), DType::F32);
 
     // Inputs: an accumulator (at any position) or, for a map program, a first `Tile`.
     let is_map = g.s.chance(15);
@@ -495,12 +516,17 @@ pub fn generate(choices: &[u32]) -> Generated {
     let mut inputs: Vec<InputKind> = vec![];
     if is_map {
         let first = if g.s.chance(50) { InputKind::Tile(DType::F32) } else { InputKind::Tile(DType::Bf16) };
-        g.smem += smem::input(&smem::Subtile::of(&config, None), first, false);
+        // An f32 tile staged through a group-wide subtile can leave too little for the mainloop.
+        if !g.fits_smem(smem::input(&g.subtile(), first, false)) {
+            g.group = None;
+            g.smem = smem::base(&g.subtile(), DType::F32);
+        }
+        g.smem += smem::input(&g.subtile(), first, false);
         inputs.push(first);
     }
     for _ in 0..g.s.below(6) {
         let mut k = *g.s.pick(&kinds);
-        let bytes = smem::input(&smem::Subtile::of(&config, None), k, false);
+        let bytes = smem::input(&g.subtile(), k, false);
         if !g.fits_smem(bytes) {
             k = InputKind::PerRow(DType::F32);
         } else {

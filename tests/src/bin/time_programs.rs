@@ -52,11 +52,23 @@ fn main() {
             ("llama rowscale_swiglu", &linear_rowscale_swiglu::KERNEL, linear_rowscale_swiglu::program(), (n, 2 * n, n)),
             ("llama rowscale_rope", &linear_rowscale_rope::KERNEL, linear_rowscale_rope::program(), (n, 3 * n, n)),
             ("llama cross_entropy", &linear_cross_entropy::KERNEL, linear_cross_entropy::program(), (n, 32768, n)),
+            ("qk_norm_rope", &qk_norm_rope::KERNEL, qk_norm_rope::program(), (n, 3 * n, n)),
+            ("block_amax", &block_amax::KERNEL, block_amax::program(), (n, n, n)),
         ] {
             for (i, v) in kernel.variants().iter().enumerate() {
                 let choice = Choice { variant: i, config: v.config(), ..Choice::own(kernel) };
                 progs.push((format!("{name} {}", v.config().name()), kernel, program.clone(), Some(choice), shape));
             }
+        }
+    }
+    // QK-norm + RoPE beside RoPE alone at the training run's qkv GEMM (M = 8192, d = 2048, 16 + 2·4 heads of 128).
+    for (name, kernel, program) in [
+        ("qk_norm_rope", &qk_norm_rope::KERNEL, qk_norm_rope::program()),
+        ("llama rowscale_rope", &linear_rowscale_rope::KERNEL, linear_rowscale_rope::program()),
+    ] {
+        for (i, v) in kernel.variants().iter().enumerate() {
+            let choice = Choice { variant: i, config: v.config(), ..Choice::own(kernel) };
+            progs.push((format!("{name} {}", v.config().name()), kernel, program.clone(), Some(choice), (8192, 3072, 2048)));
         }
     }
     let (samples, reps) = if quick { (10, 5) } else { (30, 10) };
