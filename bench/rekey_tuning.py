@@ -14,8 +14,9 @@ any other entry is left as it is (the runtime then ignores it) and named.
     rekey_tuning.py OLD_INSPECT NEW_INSPECT coda-llama/tuning/nvidia-h200.json
 
 The ptxas report is a necessary check, not a proof that the device code is
-unchanged: compare the objects' `.nv_fatbin` sections too where both are at
-hand (bench/NOTES.md, session 11, did so for the single-config programs).
+unchanged; say in bench/NOTES.md why the change cannot reach the kernels
+(the objects do not settle it: nvcc embeds per-run identifiers, so two
+builds of one unchanged source give `.nv_fatbin` sections that differ).
 """
 
 import json

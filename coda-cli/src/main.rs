@@ -244,3 +244,24 @@ fn emit(file: &PathBuf, program: Option<&str>, config: Option<&str>, package: &s
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    /// Every compiled config of every linked program has ptxas's report of
+    /// its own kernel (a unit of several configs splits the report by the
+    /// configs' namespaces; `coda inspect` and the cost model read it).
+    #[test]
+    fn every_linked_variant_has_its_ptxas_report() {
+        for k in super::kernels() {
+            for v in k.variants() {
+                let report = v.ptxas();
+                assert!(
+                    report.contains(" registers, ") && !report.contains("; "),
+                    "{} {}: {report}",
+                    k.name(),
+                    v.config().name()
+                );
+            }
+        }
+    }
+}

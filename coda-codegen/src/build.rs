@@ -387,7 +387,15 @@ impl Build {
                     Job { variant: vi, name: format!("{}__{}", p.name, p.config.name()), tag: coda_dsl::symbol_prefix(&package, &version, &p.name, &p.config), src, key }
                 })
                 .collect();
-            units.push(Unit::new(pi, kernels, &gen_dir, &cache, &fingerprint));
+            // ptxas names each kernel by its type, which carries the config's
+            // namespace only through a functor defined there: a program whose
+            // nodes are all CUTLASS's (`acc` stored as it is) compiles each
+            // config alone, so that each report can be told apart.
+            if kernels.iter().all(|k| k.src.contains("struct Compute_")) {
+                units.push(Unit::new(pi, kernels, &gen_dir, &cache, &fingerprint));
+            } else {
+                units.extend(kernels.into_iter().map(|k| Unit::new(pi, vec![k], &gen_dir, &cache, &fingerprint)));
+            }
         }
         let total = units.len();
         let progress = Progress::new();
