@@ -1,7 +1,9 @@
 //! Times every test program next to a plain cuBLASLt GEMM of the same shape,
 //! in one process (`coda_runtime::bench::interleaved`: warm-up, interleaved
 //! samples, medians, inputs rotated across sets larger than the L2).
-//! Needs an H100/H200; prints a table. `time_programs [--quick] [--programs-only]`
+//! Needs an H100/H200; prints a table.
+//! `time_programs [--quick] [--programs-only] [--only TEXT]` (`--only`: the
+//! rows whose name and shape, as printed, contain TEXT; e.g. for Nsight Compute).
 
 use std::cell::RefCell;
 use std::time::Duration;
@@ -73,6 +75,10 @@ fn main() {
     }
     let (samples, reps) = if quick { (10, 5) } else { (30, 10) };
     println!("{:<44} {:>18} {:>10} {:>12} {:>7}", "program", "M,N,K", "fused ms", "cuBLASLt ms", "ratio");
+    let only = std::env::args().skip_while(|a| a != "--only").nth(1);
+    let progs = progs.into_iter().filter(|(name, .., (m, n, k))| {
+        only.as_ref().is_none_or(|o| format!("{name} {m},{n},{k}").contains(o.as_str()))
+    });
     for (name, kernel, program, choice, (m, n, k)) in progs {
         let mut rng = Rng::new(5);
         // Two input sets: each holds A and every tile input, > 60 MB together.
