@@ -8,9 +8,10 @@
 //! ```
 //!
 //! It finds the `#[epilogue]` items of the given files (with the same parser
-//! as the macro), writes one `.cu` per program and config, compiles each with
-//! nvcc (cached by content hash in [`cache::default_dir`], bounded
-//! parallelism, a progress line per kernel) and links them. Beside
+//! as the macro), writes one `.cu` per program holding all its configs (one
+//! translation unit each: the configs share nvcc's front end), compiles each with nvcc (cached by content hash in
+//! [`cache::default_dir`], bounded by `CODA_JOBS` and cargo's jobserver, a
+//! progress line per unit) and links them. Beside
 //! each program's own config it builds others for the runtime's tuner to
 //! choose from: by default ping-pong 128×128 beside the default config
 //! ([`ConfigSet::Default`]), or a set [`Build::configs`] or `CODA_CONFIGS`
