@@ -9,9 +9,10 @@
 //!
 //! It finds the `#[epilogue]` items of the given files (with the same parser
 //! as the macro), writes one `.cu` per program holding all its configs (one
-//! translation unit each: the configs share nvcc's front end), compiles each with nvcc (cached by content hash in
-//! [`cache::default_dir`], bounded by `CODA_JOBS` and cargo's jobserver, a
-//! progress line per unit) and links them. Beside
+//! translation unit: the configs share nvcc's front end), compiles each with
+//! nvcc (cached by content hash in [`cache::default_dir`], bounded by
+//! `CODA_JOBS` and cargo's jobserver, a progress line per unit) and links
+//! them. Beside
 //! each program's own config it builds others for the runtime's tuner to
 //! choose from: by default ping-pong 128×128 beside the default config
 //! ([`ConfigSet::Default`]), or a set [`Build::configs`] or `CODA_CONFIGS`
@@ -171,8 +172,8 @@ type Built = Result<(bool, String, PathBuf, PathBuf), String>;
 
 /// One translation unit to compile or find in the cache: every config of a
 /// program, each in its own namespace. The configs share the CUTLASS front
-/// end and host compile (~20 s of a ~47 s build on the H200's nvcc 13.0, so
-/// two configs take ~66 s together against ~95 s apart; bench/NOTES.md).
+/// end and host compile (~20 s of a ~47 s build with nvcc 13.0 on two cores,
+/// so two configs take ~66 s together against ~95 s apart; bench/NOTES.md).
 struct Unit {
     program: usize,
     kernels: Vec<Job>,
@@ -392,7 +393,8 @@ impl Build {
             // namespace only through a functor defined there: a program whose
             // nodes are all CUTLASS's (`acc` stored as it is) compiles each
             // config alone, so that each report can be told apart.
-            if kernels.iter().all(|k| k.src.contains("struct Compute_")) {
+            let own_functor = crate::plan::plan(&variants[0]).nodes.iter().any(|n| matches!(n.kind, crate::plan::EvtKind::Compute { .. }));
+            if own_functor {
                 units.push(Unit::new(pi, kernels, &gen_dir, &cache, &fingerprint));
             } else {
                 units.extend(kernels.into_iter().map(|k| Unit::new(pi, vec![k], &gen_dir, &cache, &fingerprint)));
@@ -415,11 +417,12 @@ impl Build {
                         let results = unit.build(&compiler);
                         let seconds = t0.elapsed().as_secs_f64();
                         let n = finished.fetch_add(1, Ordering::Relaxed) + 1;
-                        let ran = results.iter().any(|(_, r)| matches!(r, Ok((true, ..))));
-                        let what = match () {
-                            _ if results.iter().any(|(_, r)| r.is_err()) => format!("failed after {seconds:.1} s"),
-                            _ if ran => format!("compiled in {seconds:.1} s"),
-                            _ => "cached".to_string(),
+                        let what = if results.iter().any(|(_, r)| r.is_err()) {
+                            format!("failed after {seconds:.1} s")
+                        } else if results.iter().any(|(_, r)| matches!(r, Ok((true, ..)))) {
+                            format!("compiled in {seconds:.1} s")
+                        } else {
+                            "cached".to_string()
                         };
                         let configs = unit.kernels.iter().map(|k| programs[unit.program].0[k.variant].config.name()).collect::<Vec<_>>();
                         progress.line(&format!("coda: [{n}/{total}] {} {} {what}", programs[unit.program].0[0].name, configs.join(" + ")));

@@ -119,8 +119,8 @@ pub fn emit(program: &Program, package: &str, version: &str) -> String {
     let epi_tile = match program.group_size() {
         Some(g) => {
             // One group per subtile, each thread's fragment its whole subtile (coda/group.hpp).
-            let rows = if cfg.schedule == Schedule::Cooperative { 128 } else { 64 };
-            let _ = writeln!(s, "using EpilogueTile = Shape<_{rows}, _{g}>;  // one group of columns per subtile");
+            let t = coda_dsl::smem::Subtile::of(cfg, Some(g));
+            let _ = writeln!(s, "using EpilogueTile = Shape<_{}, _{}>;  // one group of columns per subtile", t.rows, t.cols);
             ", EpilogueTile"
         }
         None => "",
