@@ -8,16 +8,17 @@
 # against the heuristic's choices (`heuristic`), `coda bench` with that cache, and
 # the training comparison (`train`: bench/train/run.sh with the wheel, its
 # variants TRAIN_VARIANTS, its arguments TRAIN_ARGS).
-# `programs` times the test programs beside cuBLASLt (`time_programs --quick --programs-only`).
-# Usage: [PARTS="gpu user python random programs tune heuristic bench train"] scripts/device-verify.sh BIN_DIR OUT_DIR
+# `programs` times the test programs beside cuBLASLt (`time_programs --quick --programs-only`);
+# `fp8` only the FP8 programs, beside cuBLASLt's FP8 GEMM and their bf16 programs, at full samples.
+# Usage: [PARTS="gpu user python random programs fp8 tune heuristic bench train"] scripts/device-verify.sh BIN_DIR OUT_DIR
 # BIN_DIR holds the release binaries `gpu`, `gpu_user`, `gpu_random`,
 # `time_programs` and `coda`, and the wheel `coda_rs-*.whl`; PARTS (default
-# all nine) splits the work across calls of the 10-minute limit.
+# all ten) splits the work across calls of the 10-minute limit.
 # `bench` alone uses the cache OUT_DIR/tuning.json if an earlier `tune` left one there.
 set -uo pipefail
 bin=$1 out=$2
 here=$(dirname "$0")
-parts=" ${PARTS:-gpu user python random programs tune heuristic bench train} "
+parts=" ${PARTS:-gpu user python random programs fp8 tune heuristic bench train} "
 part() { [[ "$parts" == *" $1 "* ]]; }
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$out/gpu-info.txt" 2>&1
@@ -44,6 +45,10 @@ fi
 if part programs && [[ -x "$bin/time_programs" ]]; then
   "$here/device-run.sh" "$bin/time_programs" --quick --programs-only > "$out/time-programs.log" 2>&1
   echo "time_programs exit $?"
+fi
+if part fp8 && [[ -x "$bin/time_programs" ]]; then
+  "$here/device-run.sh" "$bin/time_programs" --programs-only --only fp8 > "$out/fp8.log" 2>&1
+  echo "time_programs fp8 exit $?"
 fi
 if part train && [[ -n "$wheel" ]]; then
   # shellcheck disable=SC2086  # a list of variants
@@ -91,6 +96,7 @@ echo "bench exit $?"
 fi
 grep -E "^FAIL" "$out/gpu.log" "$out/user.log" "$out/random.log" 2>/dev/null | head -20
 tail -1 "$out/gpu.log" "$out/user.log" "$out/random.log" 2>/dev/null
+grep -A12 "^FP8 program" "$out/fp8.log" 2>/dev/null
 tail -4 "$out/python.log" 2>/dev/null
 tail -12 "$out/train.log" 2>/dev/null
 tail -2 "$out/heuristic-table.txt" 2>/dev/null

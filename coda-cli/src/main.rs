@@ -141,7 +141,15 @@ fn run(command: Command) -> Result<(), String> {
         Command::Emit { file, program, config, package } => emit(&file, program.as_deref(), config.as_deref(), &package),
         Command::Inspect { filter } => {
             for k in kernels().into_iter().filter(|k| filter.as_ref().is_none_or(|f| k.name().contains(f.as_str()))) {
-                println!("{} ({}, {})", k.name(), if k.is_map() { "map program" } else { "GEMM epilogue" }, k.toolchain());
+                let ops = k.operands();
+                let operands = if ops.is_default() {
+                    String::new()
+                } else {
+                    let scaled = if ops.scale == coda_runtime::dsl::ir::OperandScale::Blockwise { ", blockwise-scaled" } else { "" };
+                    format!(" of {} × {} operands{scaled}", ops.a.rust_name(), ops.b.rust_name())
+                };
+                let kind = if k.is_map() { "map program" } else { "GEMM epilogue" };
+                println!("{} ({kind}{operands}, {})", k.name(), k.toolchain());
                 let w = k.work();
                 println!(
                     "    per element: tile loads {} B, pair loads {} B, stores {} B, {} SFU and {} ALU operations",

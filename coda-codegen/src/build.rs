@@ -69,7 +69,7 @@ pub enum ConfigSet {
     Default,
     /// Only the program's own config.
     Own,
-    /// The full tuning set, [`Config::all`] (24 configs).
+    /// The full tuning set the program's operands allow, [`Config::all_for`] (24 configs for bf16).
     All,
     /// These configs.
     Named(Vec<Config>),
@@ -89,11 +89,15 @@ impl ConfigSet {
     fn configs(&self, p: &Program) -> Vec<Config> {
         let own = &p.config;
         match self {
-            ConfigSet::Default if !p.is_map() && Config { b_layout: own.b_layout, ..Config::default() } == *own => {
+            ConfigSet::Default if !p.is_map() && Config::default().with_options_of(own) == *own => {
                 vec![Config::from_name("pp_128x128_c1x2").expect("a valid config name")]
             }
+            // 8-bit operands take one tile (`Config::check`): both of its clusters along N.
+            ConfigSet::Default if own.operands.is_fp8() => {
+                ["coop_128x128_c1x1", "coop_128x128_c1x2"].map(|n| Config::from_name(n).expect("a valid config name")).to_vec()
+            }
             ConfigSet::Default | ConfigSet::Own => vec![],
-            ConfigSet::All => Config::all(),
+            ConfigSet::All => Config::all_for(own),
             ConfigSet::Named(v) => v.clone(),
         }
     }

@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use coda_dsl::ir::{BLayout, BinaryOp, DType, NodeId, Op, Program, Schedule, Shape, UnaryOp, Width};
+use coda_dsl::ir::{BLayout, BinaryOp, DType, NodeId, Op, OperandScale, Program, Schedule, Shape, UnaryOp, Width};
 
 use crate::plan::{EvtKind, Plan, plan};
 
@@ -13,6 +13,8 @@ fn cpp_elem(d: DType) -> &'static str {
         DType::Bf16 => "bfloat16_t",
         DType::F32 => "float",
         DType::I32 => "int32_t",
+        DType::E4m3 => "cutlass::float_e4m3_t",
+        DType::E5m2 => "cutlass::float_e5m2_t",
     }
 }
 
@@ -26,6 +28,7 @@ fn shape_doc(s: Shape, tile_m: usize, tile_n: usize) -> String {
         Shape::RowPartial => format!("[ceil(N/{tile_n}), round_up(M, {tile_m})]"),
         Shape::ColPartial => format!("[ceil(M/{tile_m}), round_up(N, {tile_n})]"),
         Shape::LsePartial => format!("[2, ceil(N/{tile_n}), round_up(M, {tile_m})]"),
+        Shape::PerGroup(g) => format!("[ceil(N/{g}), M]"),
     }
 }
 
@@ -66,7 +69,13 @@ pub fn emit(program: &Program, package: &str, version: &str) -> String {
         let _ = writeln!(s, "// Map program: no accumulator. The runtime launches it with an empty GEMM");
         let _ = writeln!(s, "// (K = 8, zero operands) so the epilogue below runs over every [M, N] tile.");
     } else {
-        let _ = writeln!(s, "// GEMM: {gemm}, bf16 operands, f32 accumulation.");
+        let ops = cfg.operands;
+        let types = if ops.a == ops.b { ops.a.rust_name().to_string() } else { format!("{} × {}", ops.a.rust_name(), ops.b.rust_name()) };
+        let _ = writeln!(s, "// GEMM: {gemm}, {types} operands, f32 accumulation.");
+        if ops.scale == OperandScale::Blockwise {
+            let _ = writeln!(s, "// Blockwise scales (CodaGemmLaunch::a_scale, b_scale), applied in the mainloop:");
+            let _ = writeln!(s, "//   a_scale f32 [ceil(K/128), M], b_scale f32 [ceil(N/128), ceil(K/128)].");
+        }
     }
     let sched = match cfg.schedule {
         Schedule::Cooperative => "Cooperative",
@@ -74,9 +83,10 @@ pub fn emit(program: &Program, package: &str, version: &str) -> String {
     };
     let _ = writeln!(
         s,
-        "// Config: tile {}x{}x64, cluster {}x{}, {} schedule.",
+        "// Config: tile {}x{}x{}, cluster {}x{}, {} schedule.",
         cfg.tile_m,
         cfg.tile_n,
+        cfg.operands.tile_k(),
         cfg.cluster_m,
         cfg.cluster_n,
         sched.to_lowercase()
@@ -110,7 +120,7 @@ pub fn emit(program: &Program, package: &str, version: &str) -> String {
     }
     let _ = writeln!(s);
     let _ = writeln!(s, "namespace {ns} {{\nusing namespace coda::sm90;\n");
-    let _ = writeln!(s, "using TileShape = Shape<_{}, _{}, _64>;", cfg.tile_m, cfg.tile_n);
+    let _ = writeln!(s, "using TileShape = Shape<_{}, _{}, _{}>;", cfg.tile_m, cfg.tile_n, cfg.operands.tile_k());
     let _ = writeln!(s, "using ClusterShape = Shape<_{}, _{}, _1>;", cfg.cluster_m, cfg.cluster_n);
     let _ = writeln!(s, "using Schedule = {sched};");
     let _ = writeln!(s, "using ElementC = {};", plan.element_c.map_or("void", cpp_elem));
@@ -161,6 +171,7 @@ pub fn emit(program: &Program, package: &str, version: &str) -> String {
             EvtKind::GroupReduce(op, size) => format!("GroupReduce<GroupOp::{op:?}, {size}>"),
             EvtKind::RowStore(d) => format!("RankOneStore<{}, 0>", cpp_elem(*d)),
             EvtKind::ColStore(d) => format!("RankOneStore<{}, 1>", cpp_elem(*d)),
+            EvtKind::GroupStore(d, g) => format!("RankOneStore<{}, 2, {g}>", cpp_elem(*d)),
             EvtKind::StoreD(_) => "Sm90Compute<PassThrough, ElementD, float, kRound>".to_string(),
         };
         let _ = writeln!(s, "using Node_{} = {ty};  // {}", node.name, node.origin);
@@ -195,7 +206,17 @@ pub fn emit(program: &Program, package: &str, version: &str) -> String {
         let close = if plan.element_d.is_some() { ">" } else { ">>" };
         let _ = writeln!(s, "    {}{close};\n", list.join(",\n    "));
     }
-    let _ = writeln!(s, "using Kernel = Gemm<TileShape, ClusterShape, Schedule, ElementC, ElementD, Epilogue, {weight}{epi_tile}>;\n");
+    // A bf16 program takes Gemm's default operands (and its source stays as it was).
+    let operands = if cfg.operands.is_default() {
+        String::new()
+    } else {
+        let ops = cfg.operands;
+        let kind = if ops.scale == OperandScale::Blockwise { "BlockwiseOperands" } else { "PlainOperands" };
+        let _ = writeln!(s, "using Operands = {kind}<{}, {}>;", cpp_elem(ops.a), cpp_elem(ops.b));
+        let tile = if epi_tile.is_empty() { ", cutlass::epilogue::collective::EpilogueTileAuto" } else { "" };
+        format!("{tile}, Operands")
+    };
+    let _ = writeln!(s, "using Kernel = Gemm<TileShape, ClusterShape, Schedule, ElementC, ElementD, Epilogue, {weight}{epi_tile}{operands}>;\n");
 
     // Arguments, in DAG order.
     let _ = writeln!(s, "// Node arguments, in DAG order, from the launch's tensors and scalars.");
@@ -217,7 +238,11 @@ pub fn emit(program: &Program, package: &str, version: &str) -> String {
                 format!("{{static_cast<{e} const*>({t}), {e}(0), tile_stride(M, N)}}")
             }
             EvtKind::PairTileLoad(d, _) => format!("{{static_cast<{} const*>({t})}}", cpp_elem(*d)),
-            EvtKind::HalfTileStore(d) | EvtKind::DoubleTileStore(d) | EvtKind::RowStore(d) | EvtKind::ColStore(d) => {
+            EvtKind::HalfTileStore(d)
+            | EvtKind::DoubleTileStore(d)
+            | EvtKind::RowStore(d)
+            | EvtKind::ColStore(d)
+            | EvtKind::GroupStore(d, _) => {
                 format!("{{static_cast<{}*>({t})}}", cpp_elem(*d))
             }
             EvtKind::PerRowLoad(d) | EvtKind::PerColLoad(d) => {

@@ -49,6 +49,8 @@ pub enum EvtKind {
     RowStore(DType),
     /// A column-uniform value, one per column `[N]`.
     ColStore(DType),
+    /// A group-uniform value, one per row and group of this many columns, `[ceil(N/g), M]`.
+    GroupStore(DType, usize),
     /// Converts D's value to its element type: the DAG's output.
     StoreD(DType),
 }
@@ -213,6 +215,9 @@ pub fn plan(p: &Program) -> Plan {
             }
             (OutputKind::PerRow(d), _) => (EvtKind::RowStore(d), vec![node_of(o.value)]),
             (OutputKind::PerCol(d), _) => (EvtKind::ColStore(d), vec![node_of(o.value)]),
+            (OutputKind::PerGroup(d), _) => {
+                (EvtKind::GroupStore(d, p.group_size().expect("the frontend checks a group size")), vec![node_of(o.value)])
+            }
             _ => unreachable!("the frontend checks output values"),
         };
         let label = match o.kind {
@@ -224,6 +229,7 @@ pub fn plan(p: &Program) -> Plan {
             OutputKind::LsePartial => format!("output {}: LsePartial<f32>", o.name),
             OutputKind::PerRow(d) => format!("output {}: PerRow<{}>", o.name, d.rust_name()),
             OutputKind::PerCol(d) => format!("output {}: PerCol<{}>", o.name, d.rust_name()),
+            OutputKind::PerGroup(d) => format!("output {}: PerGroup<{}>", o.name, d.rust_name()),
         };
         nodes.push(EvtNode {
             kind,

@@ -5,7 +5,7 @@
 use std::fmt::Write;
 
 use coda_dsl::Program;
-use coda_dsl::ir::{BLayout, Config, Schedule};
+use coda_dsl::ir::{BLayout, Config, OperandScale, Schedule};
 
 fn config_literal(c: &Config) -> String {
     let schedule = match c.schedule {
@@ -16,10 +16,17 @@ fn config_literal(c: &Config) -> String {
         BLayout::Nk => "Nk",
         BLayout::Kn => "Kn",
     };
+    let o = c.operands;
+    let scale = match o.scale {
+        OperandScale::None => "None",
+        OperandScale::Blockwise => "Blockwise",
+    };
     format!(
         "::coda_runtime::dsl::ir::Config {{ tile_m: {}, tile_n: {}, cluster_m: {}, cluster_n: {}, \
-         schedule: ::coda_runtime::dsl::ir::Schedule::{schedule}, b_layout: ::coda_runtime::dsl::ir::BLayout::{b} }}",
-        c.tile_m, c.tile_n, c.cluster_m, c.cluster_n
+         schedule: ::coda_runtime::dsl::ir::Schedule::{schedule}, b_layout: ::coda_runtime::dsl::ir::BLayout::{b}, \
+         operands: ::coda_runtime::dsl::ir::Operands {{ a: ::coda_runtime::dsl::ir::DType::{:?}, \
+         b: ::coda_runtime::dsl::ir::DType::{:?}, scale: ::coda_runtime::dsl::ir::OperandScale::{scale} }} }}",
+        c.tile_m, c.tile_n, c.cluster_m, c.cluster_n, o.a, o.b
     )
 }
 

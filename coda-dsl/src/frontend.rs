@@ -12,12 +12,12 @@ use syn::{
 };
 
 use crate::ir::{
-    BLayout, BinaryOp, Config, DType, GROUP_SIZES, GroupOp, Input, InputKind, Node, NodeId, Op, Output, OutputKind,
-    Program, Schedule, UnaryOp, Width,
+    BLayout, BinaryOp, Config, DType, GROUP_SIZES, GroupOp, Input, InputKind, Node, NodeId, Op, OperandScale, Output,
+    OutputKind, Program, Schedule, UnaryOp, Width,
 };
 
-/// Names the generated launch API uses for the GEMM operands.
-pub const RESERVED_NAMES: [&str; 2] = ["a", "b"];
+/// Names the generated launch API uses for the GEMM operands and their scales.
+pub const RESERVED_NAMES: [&str; 4] = ["a", "b", "a_scale", "b_scale"];
 
 /// Parses `#[epilogue(tile = (128, 256), cluster = (1, 1), schedule = cooperative)]` arguments.
 /// `schedule = pingpong` without a `tile` takes 128×128, since the default
@@ -79,19 +79,78 @@ pub fn parse_config(args: TokenStream) -> syn::Result<Config> {
                     }
                 };
             }
+            "a" | "b" => {
+                let t = match ident_value(&item.value).as_deref() {
+                    Some("bf16") => DType::Bf16,
+                    Some("e4m3") => DType::E4m3,
+                    Some("e5m2") => DType::E5m2,
+                    _ => {
+                        return Err(syn::Error::new(item.value.span(), format!("operand {key} must be `bf16`, `e4m3` or `e5m2`")));
+                    }
+                };
+                if key == "a" { config.operands.a = t } else { config.operands.b = t }
+            }
+            "scale" => {
+                config.operands.scale = blockwise(&item.value)?;
+            }
             _ => {
                 return Err(syn::Error::new(
                     item.path.span(),
-                    "unknown epilogue option; expected `tile`, `cluster`, `schedule` or `b_layout`",
+                    "unknown epilogue option; expected `tile`, `cluster`, `schedule`, `b_layout`, `a`, `b` or `scale`",
                 ));
             }
         }
     }
-    if config.schedule == Schedule::Pingpong && !tile_given {
+    // Neither ping-pong nor 8-bit operands take the default 128×256 tile.
+    if (config.schedule == Schedule::Pingpong || config.operands.is_fp8()) && !tile_given {
         (config.tile_m, config.tile_n) = (128, 128);
     }
     config.check().map_err(|e| syn::Error::new(args_span, e))?;
     Ok(config)
+}
+
+/// `scale = blockwise(1x128, 128x128)`: the only mainloop scaling there is
+/// (see [`OperandScale::Blockwise`]); `scale = none` is the default.
+fn blockwise(e: &Expr) -> syn::Result<OperandScale> {
+    let err = || {
+        syn::Error::new(
+            e.span(),
+            "scale must be `blockwise(1x128, 128x128)` (a per 1 × 128, b per 128 × 128 block) or `none`; \
+             per-tensor, per-row and per-column scales are epilogue inputs (`Scalar`, `PerRow<f32>`, `PerCol<f32>`)",
+        )
+    };
+    if ident_value(e).as_deref() == Some("none") {
+        return Ok(OperandScale::None);
+    }
+    let Expr::Call(ExprCall { func, args, .. }) = e else { return Err(err()) };
+    if ident_value(func).as_deref() != Some("blockwise") {
+        return Err(err());
+    }
+    // `1x128` lexes as the integer 1 with the suffix `x128`.
+    let block = |x: &Expr| match x {
+        Expr::Lit(syn::ExprLit { lit: Lit::Int(i), .. }) => {
+            Some((i.base10_parse::<usize>().ok()?, i.suffix().strip_prefix('x')?.parse::<usize>().ok()?))
+        }
+        _ => None,
+    };
+    let blocks: Vec<_> = args.iter().map(block).collect();
+    match blocks[..] {
+        [Some(a), Some(b)] if a == OperandScale::BLOCKWISE_A && b == OperandScale::BLOCKWISE_B => Ok(OperandScale::Blockwise),
+        _ => Err(err()),
+    }
+}
+
+/// Whether node `id` has one value per row and group of columns: built from
+/// group reductions, row vectors, scalars and constants only.
+fn group_uniform(nodes: &[Node], inputs: &[Input], id: NodeId) -> bool {
+    match nodes[id].op {
+        Op::Group(..) | Op::Const(_) => true,
+        Op::Input(i) => matches!(inputs[i].kind, InputKind::PerRow(_) | InputKind::Scalar),
+        Op::Unary(_, a) => group_uniform(nodes, inputs, a),
+        Op::Binary(_, a, b) => group_uniform(nodes, inputs, a) && group_uniform(nodes, inputs, b),
+        Op::Select(c, a, b) => [c, a, b].iter().all(|&x| group_uniform(nodes, inputs, x)),
+        _ => false,
+    }
 }
 
 /// The plain name an option is set to (`schedule = pingpong`).
@@ -526,6 +585,8 @@ fn dtype(name: &str, span: Span, allowed: &[DType]) -> syn::Result<DType> {
         "bf16" => DType::Bf16,
         "f32" => DType::F32,
         "i32" => DType::I32,
+        "e4m3" => DType::E4m3,
+        "e5m2" => DType::E5m2,
         _ => return Err(syn::Error::new(span, format!("unknown element type `{name}`"))),
     };
     if allowed.contains(&d) {
@@ -578,11 +639,13 @@ fn output_kind(ty: &Type) -> syn::Result<OutputKind> {
         dtype(&d, s, allowed)
     };
     match name.as_str() {
-        "Tile" => Ok(OutputKind::Tile(elem(arg, &[DType::Bf16, DType::F32])?)),
+        // 8-bit outputs are stored saturated, round-to-nearest-even (quantised activations).
+        "Tile" => Ok(OutputKind::Tile(elem(arg, &[DType::Bf16, DType::F32, DType::E4m3, DType::E5m2])?)),
         "HalfTile" => Ok(OutputKind::HalfTile(elem(arg, &[DType::Bf16, DType::F32])?)),
         "DoubleTile" => Ok(OutputKind::DoubleTile(elem(arg, &[DType::Bf16])?)),
         "PerRow" => Ok(OutputKind::PerRow(elem(arg, &[DType::Bf16, DType::F32])?)),
         "PerCol" => Ok(OutputKind::PerCol(elem(arg, &[DType::Bf16, DType::F32])?)),
+        "PerGroup" => Ok(OutputKind::PerGroup(elem(arg, &[DType::Bf16, DType::F32])?)),
         "RowPartial" | "ColPartial" | "LsePartial" => {
             if let Some((d, s)) = arg {
                 dtype(&d, s, &[DType::F32])?;
@@ -597,7 +660,7 @@ fn output_kind(ty: &Type) -> syn::Result<OutputKind> {
             ty.span(),
             format!(
                 "unknown output type `{name}`; expected Tile<T>, HalfTile<T>, DoubleTile<T>, RowPartial<f32>, \
-                 ColPartial<f32>, LsePartial<f32>, PerRow<T> or PerCol<T>"
+                 ColPartial<f32>, LsePartial<f32>, PerRow<T>, PerCol<T> or PerGroup<T>"
             ),
         )),
     }
@@ -677,6 +740,9 @@ pub fn lower_fn(item: &ItemFn, config: Config) -> syn::Result<Program> {
             sig.inputs.span(),
             "an epilogue needs an `acc: Acc` input (the GEMM accumulator), or, for a map program, a `Tile<T>` input that gives its shape",
         ));
+    }
+    if is_map && !config.operands.is_default() {
+        return Err(syn::Error::new(sig.inputs.span(), "a map program has no GEMM: the `a`, `b` and `scale` options do not apply"));
     }
 
     let out_types: Vec<&Type> = match &sig.output {
@@ -787,8 +853,25 @@ pub fn lower_fn(item: &ItemFn, config: Config) -> syn::Result<Program> {
                     OutputKind::HalfTile(_) => w == Width::Half,
                     // A DoubleTile store interleaves the two values of a `pair`.
                     OutputKind::DoubleTile(_) => w == Width::Double && matches!(lw.nodes[id].op, Op::Pair(..)),
+                    OutputKind::PerGroup(_) => group_uniform(&lw.nodes, &lw.inputs, id),
                     _ => false,
                 };
+                if matches!(kind, OutputKind::PerGroup(_)) && lw.group.is_none() {
+                    return Err(syn::Error::new(
+                        ty.span(),
+                        "a `PerGroup<T>` output stores one value per group of columns: the program needs a group \
+                         reduction (`group_max(x, 128)`) to give the group size",
+                    ));
+                }
+                if !fits && matches!(kind, OutputKind::PerGroup(_)) {
+                    return Err(syn::Error::new(
+                        ty.span(),
+                        format!(
+                            "`{name}` is not the same across each group of columns; a `PerGroup<T>` output needs a value \
+                             of group reductions (`group_max(...)`), row vectors, scalars and constants"
+                        ),
+                    ));
+                }
                 if !fits {
                     let is = match (w, kind) {
                         (Width::Uniform, _) => "uniform (declare it `Tile<T>`, `PerRow<T>` or `PerCol<T>`)",
@@ -853,7 +936,7 @@ pub fn lower_file_variants(
         let program = lower_fn(f, config)?;
         let (mut variants, mut dropped) = (vec![], vec![]);
         for cfg in extra(&program) {
-            let cfg = Config { b_layout: config.b_layout, ..cfg };
+            let cfg = cfg.with_options_of(&config);
             if cfg == config || variants.iter().any(|v: &Program| v.config == cfg) {
                 continue;
             }

@@ -4,6 +4,7 @@
 //! Layouts (all row-major, `rows × n`): the accumulator and `Tile` inputs and
 //! outputs are `[rows, n]`, `HalfTile` outputs `[rows, n/2]`, `DoubleTile`
 //! inputs and outputs `[rows, 2n]`, `PerRow` inputs `[rows]`, `PerCol` inputs `[n]`.
+//! A `PerGroup` output is `[rows, ceil(n/g)]` (the device stores it transposed).
 //! A `RowPartial` output is returned logically as `[rows, n_tiles]`; see
 //! [`partials_from_device`] for the kernel's tile-major layout.
 
@@ -37,8 +38,21 @@ impl Precision {
             (_, DType::Bf16) => round_bf16(x),
             (_, DType::F32) => x as f32 as f64,
             (_, DType::I32) => x.round(),
+            (_, DType::E4m3) => round_e4m3(x),
+            (_, DType::E5m2) => round_e5m2(x),
         }
     }
+}
+
+/// Rounds to the nearest e4m3 (ties to even), saturated to ±448 as the
+/// kernels' `cvt.rn.satfinite` does.
+pub fn round_e4m3(x: f64) -> f64 {
+    float8::F8E4M3::from_f64(x).to_f64()
+}
+
+/// Rounds to the nearest e5m2 (ties to even), saturated to ±57344.
+pub fn round_e5m2(x: f64) -> f64 {
+    float8::F8E5M2::from_f64(x).to_f64()
 }
 
 /// Rounds to the nearest bf16 (ties to even), as a GPU store does.
@@ -89,6 +103,7 @@ pub fn evaluate(
         check_len(&p.name, t, want)?;
     }
 
+    let group = program.group_size().unwrap_or(1);
     let out_cols = |k: OutputKind| match k {
         OutputKind::Tile(_) => n,
         OutputKind::HalfTile(_) => n / 2,
@@ -97,6 +112,7 @@ pub fn evaluate(
         OutputKind::LsePartial => 2 * n_tiles,
         OutputKind::PerRow(_) => 1,
         OutputKind::ColPartial | OutputKind::PerCol(_) => n,
+        OutputKind::PerGroup(_) => n.div_ceil(group),
     };
     let tile_m = program.config.tile_m;
     let m_tiles = rows.div_ceil(tile_m);
@@ -258,6 +274,12 @@ pub fn evaluate(
                 OutputKind::PerCol(dtype) => {
                     for c in 0..n {
                         out[c] = precision.store(at(&vals[o.value], c), dtype);
+                    }
+                }
+                // The same across each group: its first column gives it.
+                OutputKind::PerGroup(dtype) => {
+                    for j in 0..cols {
+                        out[r * cols + j] = precision.store(at(&vals[o.value], j * group), dtype);
                     }
                 }
             }

@@ -10,6 +10,10 @@ pub enum DType {
     Bf16,
     F32,
     I32,
+    /// OCP FP8 E4M3 (`float8_e4m3fn`: no infinities, ±448 the largest finite).
+    E4m3,
+    /// OCP FP8 E5M2 (`float8_e5m2`: ±57344 the largest finite).
+    E5m2,
 }
 
 impl DType {
@@ -18,14 +22,74 @@ impl DType {
             DType::Bf16 => "bf16",
             DType::F32 => "f32",
             DType::I32 => "i32",
+            DType::E4m3 => "e4m3",
+            DType::E5m2 => "e5m2",
         }
     }
     pub fn bytes(self) -> usize {
         match self {
+            DType::E4m3 | DType::E5m2 => 1,
             DType::Bf16 => 2,
             DType::F32 | DType::I32 => 4,
         }
     }
+    /// An 8-bit float: stored saturated to its largest finite value.
+    pub fn is_fp8(self) -> bool {
+        matches!(self, DType::E4m3 | DType::E5m2)
+    }
+}
+
+/// The GEMM's operand types and how their scales are applied: options of the
+/// program, like its B layout (`#[epilogue(a = e4m3, b = e4m3, scale = ...)]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Operands {
+    pub a: DType,
+    pub b: DType,
+    #[serde(default)]
+    pub scale: OperandScale,
+}
+
+impl Default for Operands {
+    fn default() -> Self {
+        Operands::BF16
+    }
+}
+
+impl Operands {
+    /// bf16 × bf16, unscaled.
+    pub const BF16: Operands = Operands { a: DType::Bf16, b: DType::Bf16, scale: OperandScale::None };
+    pub fn is_default(&self) -> bool {
+        *self == Operands::default()
+    }
+    /// Both operands 8-bit floats: the FP8 mainloop, 128 columns of K per stage.
+    pub fn is_fp8(&self) -> bool {
+        self.a.is_fp8() && self.b.is_fp8()
+    }
+    /// The K extent of one mainloop stage (128 bytes of each operand row).
+    pub fn tile_k(&self) -> usize {
+        128 / self.a.bytes()
+    }
+}
+
+/// How the mainloop scales the operands.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum OperandScale {
+    /// Not at all: a per-tensor, per-row or per-column scale is an ordinary
+    /// `Scalar`, `PerRow` or `PerCol` input of the epilogue.
+    #[default]
+    None,
+    /// DeepSeek-V3's FP8 recipe, `blockwise(1x128, 128x128)`: `a_scale`
+    /// `[ceil(K/128), M]` f32, one per row and 128 columns of K (M fastest);
+    /// `b_scale` `[ceil(N/128), ceil(K/128)]` f32, one per 128 × 128 block of
+    /// B. Each 128-deep slice of the product is scaled in f32 in the
+    /// mainloop, so the epilogue sees the dequantised accumulator.
+    Blockwise,
+}
+
+impl OperandScale {
+    /// Rows and columns of K one scale covers, for `a` and for `b`.
+    pub const BLOCKWISE_A: (usize, usize) = (1, 128);
+    pub const BLOCKWISE_B: (usize, usize) = (128, 128);
 }
 
 /// What an input parameter is. `M × N` is the GEMM output shape.
@@ -66,6 +130,10 @@ pub enum OutputKind {
     PerRow(DType),
     /// One value per column: a value that varies only along the columns.
     PerCol(DType),
+    /// One value per row and group of columns (the program's group size):
+    /// a value of group reductions, row vectors and scalars, stored
+    /// `[ceil(N/g), M]` (M fastest), the layout of a blockwise `a_scale`.
+    PerGroup(DType),
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -348,22 +416,28 @@ pub struct Config {
     pub schedule: Schedule,
     #[serde(default)]
     pub b_layout: BLayout,
+    /// Absent from the IR of a bf16 program (its JSON, so its fingerprint, is unchanged).
+    #[serde(default, skip_serializing_if = "Operands::is_default")]
+    pub operands: Operands,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config {
-            tile_m: 128,
-            tile_n: 256,
-            cluster_m: 1,
-            cluster_n: 1,
-            schedule: Schedule::Cooperative,
-            b_layout: BLayout::Nk,
-        }
+        Config::DEFAULT
     }
 }
 
 impl Config {
+    /// Cooperative 128×256, cluster 1×1, B `[N, K]`, bf16 operands.
+    pub const DEFAULT: Config = Config {
+        tile_m: 128,
+        tile_n: 256,
+        cluster_m: 1,
+        cluster_n: 1,
+        schedule: Schedule::Cooperative,
+        b_layout: BLayout::Nk,
+        operands: Operands::BF16,
+    };
     /// Tile shapes the codegen accepts (CUTLASS SM90 bf16 GEMM tiles we build and test).
     pub const TILES: [(usize, usize); 4] = [(128, 128), (128, 192), (128, 256), (256, 128)];
     pub const CLUSTERS: [(usize, usize); 4] = [(1, 1), (2, 1), (1, 2), (2, 2)];
@@ -389,11 +463,48 @@ impl Config {
         if self.schedule == Schedule::Pingpong && self.tile_n == 256 {
             return Err("the pingpong schedule with a 128×256 tile spills registers; use 128×128 or 128×192".into());
         }
+        self.check_operands()
+    }
+
+    /// The operand rules: bf16 × bf16, or two 8-bit floats (any mix of e4m3
+    /// and e5m2) both K-major in a cooperative 128×128 tile; blockwise scales
+    /// on 8-bit operands only.
+    fn check_operands(&self) -> Result<(), String> {
+        let Operands { a, b, scale } = self.operands;
+        for (name, t) in [("a", a), ("b", b)] {
+            if !matches!(t, DType::Bf16 | DType::E4m3 | DType::E5m2) {
+                return Err(format!("operand {name} must be bf16, e4m3 or e5m2, not {}", t.rust_name()));
+            }
+        }
+        if a.is_fp8() != b.is_fp8() {
+            return Err(format!(
+                "operands a = {} and b = {} must both be bf16 or both 8-bit floats (e4m3, e5m2)",
+                a.rust_name(),
+                b.rust_name()
+            ));
+        }
+        // CUTLASS's FP8 mainloops add the tensor cores' partial sums into the
+        // accumulator every 128 of K (in f32, scaled if blockwise), so a thread
+        // holds a second accumulator: past 64 each (a 128 × 128 tile over two
+        // consumer warpgroups) it spills (ptxas: 888 bytes for ping-pong 128 × 128).
+        if a.is_fp8() && (self.schedule != Schedule::Cooperative || (self.tile_m, self.tile_n) != (128, 128)) {
+            return Err(format!(
+                "8-bit operands take the cooperative schedule with a 128×128 tile (the FP8 mainloop's second \
+                 accumulator spills registers past that), not {}",
+                self.name()
+            ));
+        }
+        if a.is_fp8() && self.b_layout == BLayout::Kn {
+            return Err("8-bit operands must both be K-major: b_layout = kn is bf16 only (store B as [N, K])".into());
+        }
+        if scale == OperandScale::Blockwise && !a.is_fp8() {
+            return Err("scale = blockwise(1x128, 128x128) needs 8-bit operands (a = e4m3, b = e4m3)".into());
+        }
         Ok(())
     }
 
     /// `coop_128x256_c1x1`: how symbols, build options and tuning caches name
-    /// a config (the B layout belongs to the program, not the config).
+    /// a config (the B layout and operands belong to the program, not the config).
     pub fn name(&self) -> String {
         let sched = match self.schedule {
             Schedule::Cooperative => "coop",
@@ -402,7 +513,7 @@ impl Config {
         format!("{sched}_{}x{}_c{}x{}", self.tile_m, self.tile_n, self.cluster_m, self.cluster_n)
     }
 
-    /// Parses [`Config::name`]; the B layout is left at its default.
+    /// Parses [`Config::name`]; the B layout and operands are left at their defaults.
     pub fn from_name(name: &str) -> Result<Config, String> {
         let bad = || format!("`{name}` is not a config name like `coop_128x256_c1x1` or `pp_128x128_c1x2`");
         let mut parts = name.split('_');
@@ -420,8 +531,19 @@ impl Config {
         if parts.next().is_some() {
             return Err(bad());
         }
-        let c = Config { tile_m, tile_n, cluster_m, cluster_n, schedule, b_layout: BLayout::Nk };
+        let c = Config { tile_m, tile_n, cluster_m, cluster_n, schedule, ..Config::default() };
         c.check().map(|()| c).map_err(|e| format!("`{name}`: {e}"))
+    }
+
+    /// This tile, cluster and schedule with `own`'s program options (B layout, operands).
+    pub fn with_options_of(&self, own: &Config) -> Config {
+        Config { b_layout: own.b_layout, operands: own.operands, ..*self }
+    }
+
+    /// The tuning set of a program with `own`'s options: each config of
+    /// [`Config::all`] its operands allow (8-bit ones take one tile).
+    pub fn all_for(own: &Config) -> Vec<Config> {
+        Config::all().into_iter().map(|c| c.with_options_of(own)).filter(|c| c.check().is_ok()).collect()
     }
 
     /// The full tuning set: every tile, cluster and schedule that passes [`Config::check`].
@@ -430,7 +552,7 @@ impl Config {
         for schedule in [Schedule::Cooperative, Schedule::Pingpong] {
             for (tile_m, tile_n) in Self::TILES {
                 for (cluster_m, cluster_n) in Self::CLUSTERS {
-                    let c = Config { tile_m, tile_n, cluster_m, cluster_n, schedule, b_layout: BLayout::Nk };
+                    let c = Config { tile_m, tile_n, cluster_m, cluster_n, schedule, ..Config::default() };
                     if c.check().is_ok() {
                         out.push(c);
                     }
@@ -511,6 +633,8 @@ impl Program {
                 OutputKind::LsePartial => (Shape::LsePartial, DType::F32),
                 OutputKind::PerRow(d) => (Shape::PerRow, d),
                 OutputKind::PerCol(d) => (Shape::PerCol, d),
+                // The frontend refuses a PerGroup output without a group reduction.
+                OutputKind::PerGroup(d) => (Shape::PerGroup(self.group_size().unwrap_or(GROUP_SIZES[0])), d),
             };
             TensorParam { name: o.name.clone(), shape, dtype, output: true }
         });
@@ -582,6 +706,8 @@ pub enum Shape {
     ColPartial,
     /// `[2, ceil(N / tile_n), round_up(M, tile_m)]`: the maxima, then the sums.
     LsePartial,
+    /// `[ceil(N / g), M]`: one value per row and group of `g` columns, M fastest.
+    PerGroup(usize),
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -8,7 +8,7 @@
 //! `smem_estimate` test in coda-codegen checks it against the sizes nvcc
 //! computes for generated programs.
 
-use crate::ir::{Collective, Config, DType, InputKind, OutputKind, Schedule};
+use crate::ir::{Collective, Config, DType, InputKind, OperandScale, OutputKind, Schedule};
 
 /// The SM90 per-CTA shared-memory capacity CUTLASS plans against.
 pub const CAPACITY: usize = 232_448;
@@ -50,9 +50,15 @@ impl Subtile {
     }
 }
 
-/// Bytes of one mainloop stage: a (tile_m × 64) A tile and a (tile_n × 64) B tile of bf16.
+/// Bytes of one mainloop stage: 128 bytes of K of each row of the A and B
+/// tiles (64 bf16 or 128 8-bit elements), and with blockwise scales their f32
+/// scales, one per row of A and one per 128 columns of B.
 pub fn mainloop_stage(c: &Config) -> usize {
-    (c.tile_m + c.tile_n) * 64 * 2
+    let scales = match c.operands.scale {
+        OperandScale::Blockwise => (c.tile_m + c.tile_n / OperandScale::BLOCKWISE_B.0) * 4,
+        OperandScale::None => 0,
+    };
+    (c.tile_m + c.tile_n) * 128 + scales
 }
 
 /// Shared memory the D stages always take (the collective's store buffer,

@@ -30,7 +30,9 @@ use std::fmt;
 use proptest::prelude::*;
 use proptest::test_runner::{RngSeed, TestRunner};
 
-use crate::ir::{BLayout, Config, DType, GROUP_SIZES, GroupOp, InputKind, OutputKind, Schedule, UnaryOp, Width};
+use crate::ir::{
+    BLayout, Config, DType, GROUP_SIZES, GroupOp, InputKind, OperandScale, Operands, OutputKind, Schedule, UnaryOp, Width,
+};
 use crate::smem;
 
 /// One generated program.
@@ -454,7 +456,8 @@ impl Gen<'_> {
     }
 }
 
-fn gen_config(s: &mut Src) -> (Config, String) {
+/// A config and its attribute; a map program (`is_map`) has no GEMM operands to set.
+fn gen_config(s: &mut Src, is_map: bool) -> (Config, String) {
     let all = Config::all();
     let k = s.below(all.len() + 1);
     if k == 0 {
@@ -462,11 +465,22 @@ fn gen_config(s: &mut Src) -> (Config, String) {
         return (Config::default(), attr.to_string());
     }
     let mut c = all[k - 1];
-    if s.chance(30) {
+    let mut args = vec![];
+    if !is_map && s.chance(15) {
+        // 8-bit operands: the cooperative 128×128 tile (`Config::check`), any mix of formats, blockwise or not.
+        (c.tile_m, c.tile_n, c.schedule) = (128, 128, Schedule::Cooperative);
+        let pick = |s: &mut Src| if s.chance(50) { DType::E4m3 } else { DType::E5m2 };
+        c.operands = Operands { a: pick(s), b: pick(s), scale: OperandScale::None };
+        args.push(format!("a = {}", c.operands.a.rust_name()));
+        args.push(format!("b = {}", c.operands.b.rust_name()));
+        if s.chance(50) {
+            c.operands.scale = OperandScale::Blockwise;
+            args.push("scale = blockwise(1x128, 128x128)".to_string());
+        }
+    } else if s.chance(30) {
         c.b_layout = BLayout::Kn;
     }
-    let default_tile = if c.schedule == Schedule::Pingpong { (128, 128) } else { (128, 256) };
-    let mut args = vec![];
+    let default_tile = if c.schedule == Schedule::Pingpong || c.operands.is_fp8() { (128, 128) } else { (128, 256) };
     if (c.tile_m, c.tile_n) != default_tile || s.chance(50) {
         args.push(format!("tile = ({}, {})", c.tile_m, c.tile_n));
     }
@@ -489,7 +503,9 @@ fn gen_config(s: &mut Src) -> (Config, String) {
 /// The program of `choices`.
 pub fn generate(choices: &[u32]) -> Generated {
     let mut s = Src { c: choices, i: 0 };
-    let (config, attr) = gen_config(&mut s);
+    // Map programs: no `Acc`, the first input a `Tile`.
+    let is_map = s.chance(15);
+    let (config, attr) = gen_config(&mut s, is_map);
     // A quarter of the programs may reduce groups of columns, of one size that divides the tile's N.
     let group = if s.chance(25) {
         let sizes: Vec<usize> = GROUP_SIZES.into_iter().filter(|g| config.tile_n % g == 0).collect();
@@ -501,7 +517,6 @@ pub fn generate(choices: &[u32]) -> Generated {
     g.smem = smem::base(&g.subtile(), DType::F32);
 
     // Inputs: an accumulator (at any position) or, for a map program, a first `Tile`.
-    let is_map = g.s.chance(15);
     let kinds = [
         InputKind::Tile(DType::Bf16),
         InputKind::PerRow(DType::F32),

@@ -161,3 +161,78 @@ fn user_errors_name_the_rule() {
         assert!(err.contains(want), "{src}\n  got: {err}\n  want: {want}");
     }
 }
+
+#[test]
+fn operand_options_are_parsed_and_checked() {
+    use coda_dsl::ir::{Operands, OperandScale};
+    let c = parse_config(quote!(a = e4m3, b = e4m3, scale = blockwise(1x128, 128x128))).unwrap();
+    assert_eq!(c.operands, Operands { a: DType::E4m3, b: DType::E4m3, scale: OperandScale::Blockwise });
+    assert_eq!(c.operands.tile_k(), 128);
+    let c = parse_config(quote!(a = e4m3, b = e5m2)).unwrap();
+    assert_eq!((c.operands.a, c.operands.b, c.operands.scale), (DType::E4m3, DType::E5m2, OperandScale::None));
+    // A bf16 program's IR has no operand field: its JSON (and fingerprint) is what it was.
+    let bf16 = lower(quote! { fn f(acc: Acc) -> Tile<bf16> { let y = acc; y } }).unwrap();
+    assert!(!bf16.to_json().contains("operands"), "{}", bf16.to_json());
+    let err = |args: proc_macro2::TokenStream| parse_config(args).unwrap_err().to_string();
+    let e = err(quote!(a = e4m3));
+    assert!(e.contains("must both be bf16 or both 8-bit floats"), "{e}");
+    let e = err(quote!(a = e4m3, b = e4m3, b_layout = kn));
+    assert!(e.contains("b_layout = kn is bf16 only"), "{e}");
+    let e = err(quote!(scale = blockwise(1x128, 128x128)));
+    assert!(e.contains("needs 8-bit operands"), "{e}");
+    let e = err(quote!(a = e4m3, b = e4m3, schedule = pingpong));
+    assert!(e.contains("8-bit operands take the cooperative schedule with a 128×128 tile"), "{e}");
+    let e = err(quote!(a = e4m3, b = e4m3, tile = (128, 256)));
+    assert!(e.contains("not coop_128x256_c1x1"), "{e}");
+    // Without a tile, 8-bit operands take 128×128.
+    let c = parse_config(quote!(a = e4m3, b = e4m3, cluster = (1, 2))).unwrap();
+    assert_eq!((c.tile_m, c.tile_n, c.cluster_n), (128, 128, 2));
+    let e = err(quote!(a = e4m3, b = e4m3, scale = blockwise(128x128, 128x128)));
+    assert!(e.contains("scale must be `blockwise(1x128, 128x128)`"), "{e}");
+    let e = err(quote!(a = fp8));
+    assert!(e.contains("operand a must be `bf16`, `e4m3` or `e5m2`"), "{e}");
+    // 8-bit tiles are outputs only, and the launch names stay reserved.
+    let e = lower(quote! { fn f(acc: Acc, x: Tile<e4m3>) -> Tile<bf16> { acc + x } }).unwrap_err();
+    assert!(e.contains("element type `e4m3` is not allowed here"), "{e}");
+    let q = lower(quote! { fn f(acc: Acc) -> Tile<e4m3> { let q = acc * 2.0; q } }).unwrap();
+    assert_eq!(q.outputs[0].kind, OutputKind::Tile(DType::E4m3));
+    let e = lower(quote! { fn f(acc: Acc, a_scale: Scalar) -> Tile<bf16> { acc * a_scale } }).unwrap_err();
+    assert!(e.contains("a_scale"), "{e}");
+    let f: syn::ItemFn = syn::parse2(quote! { fn f(x: Tile<bf16>) -> Tile<bf16> { let y = x * 2.0; y } }).unwrap();
+    let e = lower_fn(&f, parse_config(quote!(a = e4m3, b = e4m3)).unwrap()).unwrap_err().to_string();
+    assert!(e.contains("a map program has no GEMM"), "{e}");
+}
+
+#[test]
+fn per_group_outputs_need_group_uniform_values() {
+    let p = lower(quote! {
+        fn q(acc: Acc, r: PerRow<f32>) -> (PerGroup<f32>, Tile<bf16>) {
+            let amax = group_max(abs(acc), 64);
+            let s = max(amax * r, 0.001) / 448.0;
+            let y = acc / s;
+            (s, y)
+        }
+    })
+    .unwrap();
+    assert_eq!(p.outputs[0].kind, OutputKind::PerGroup(DType::F32));
+    assert_eq!(p.tensor_params()[1].shape, coda_dsl::ir::Shape::PerGroup(64));
+    let e = lower(quote! {
+        fn q(acc: Acc) -> (PerGroup<f32>, Tile<bf16>) {
+            let amax = group_max(abs(acc), 64);
+            let s = amax + acc;
+            let y = acc / amax;
+            (s, y)
+        }
+    })
+    .unwrap_err();
+    assert!(e.contains("`s` is not the same across each group of columns"), "{e}");
+    let e = lower(quote! {
+        fn q(acc: Acc, r: PerRow<f32>) -> (PerGroup<f32>, Tile<bf16>) {
+            let s = r * 2.0;
+            let y = acc * r;
+            (s, y)
+        }
+    })
+    .unwrap_err();
+    assert!(e.contains("needs a group reduction"), "{e}");
+}

@@ -390,3 +390,45 @@ fn group_reductions_cover_each_group_and_the_ragged_last() {
         }
     }
 }
+
+#[test]
+fn fp8_stores_round_to_nearest_even_and_saturate() {
+    use coda_dsl::interp::{round_e4m3, round_e5m2};
+    // e4m3: 3 mantissa bits; 1.0625 is halfway between 1.0 and 1.125 → even (1.0).
+    assert_eq!(round_e4m3(1.0625), 1.0);
+    assert_eq!(round_e4m3(1.1875), 1.25);
+    assert_eq!(round_e4m3(1000.0), 448.0);
+    assert_eq!(round_e4m3(-1e9), -448.0);
+    assert_eq!(round_e4m3(2f64.powi(-9)), 2f64.powi(-9)); // the smallest subnormal
+    assert_eq!(round_e4m3(2f64.powi(-11)), 0.0);
+    assert!(round_e4m3(f64::NAN).is_nan());
+    // e5m2: 2 mantissa bits.
+    assert_eq!(round_e5m2(1.125), 1.0);
+    assert_eq!(round_e5m2(1.375), 1.5);
+    assert_eq!(round_e5m2(1e6), 57344.0);
+    let p = program(quote! { fn q(acc: Acc) -> Tile<e4m3> { let q = acc * 2.0; q } }, Config::default());
+    let inputs = Inputs { acc: vec![0.53125, 300.0, -0.001], ..Inputs::default() };
+    for precision in [Precision::F32, Precision::Bf16Unfused] {
+        let out = interp::evaluate(&p, 1, 3, &inputs, precision).unwrap();
+        assert_eq!(out["q"], [1.0, 448.0, -0.001953125], "{precision:?}");
+    }
+    let exact = interp::evaluate(&p, 1, 3, &inputs, Precision::F64).unwrap();
+    assert_eq!(exact["q"], [1.0625, 600.0, -0.002]);
+}
+
+#[test]
+fn per_group_outputs_take_each_groups_value() {
+    let p = program(
+        quote! {
+            fn q(acc: Acc) -> PerGroup<f32> {
+                let s = group_max(abs(acc), 32);
+                s
+            }
+        },
+        Config { tile_n: 128, tile_m: 128, ..Config::default() },
+    );
+    // 2 rows × 70 columns: groups of 32, 32 and a ragged 6.
+    let acc: Vec<f64> = (0..140).map(|i| if i % 70 == 40 { -9.0 } else { (i % 70) as f64 / 100.0 }).collect();
+    let out = interp::evaluate(&p, 2, 70, &Inputs { acc, ..Inputs::default() }, Precision::F64).unwrap();
+    assert_eq!(out["s"], [0.31, 9.0, 0.69, 0.31, 9.0, 0.69]);
+}

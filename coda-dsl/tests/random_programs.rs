@@ -118,7 +118,13 @@ fn bounds(p: &Program, m: usize, n: usize, inp: &Inputs, u: f64) -> HashMap<Stri
     let tile_n = p.config.tile_n;
     let n_tiles = n.div_ceil(tile_n);
     let gamma = |k: usize| k as f64 * U_F32 / (1.0 - k as f64 * U_F32);
-    let store_u = |d: DType| if d == DType::Bf16 { U_BF16 } else { U_F32 };
+    // Unit roundoffs of the stores (8-bit outputs: 3 and 2 mantissa bits).
+    let store_u = |d: DType| match d {
+        DType::Bf16 => U_BF16,
+        DType::E4m3 => 2f64.powi(-4),
+        DType::E5m2 => 2f64.powi(-3),
+        _ => U_F32,
+    };
     let at = |v: &[(f64, f64)], c: usize| if v.len() == 1 { v[0] } else { v[c] };
     let mut out: HashMap<String, Vec<f64>> = HashMap::new();
     // Column partials: Σ e and Σ (|v| + e), and the count, per column.
@@ -318,6 +324,10 @@ fn bounds(p: &Program, m: usize, n: usize, inp: &Inputs, u: f64) -> HashMap<Stri
                     out.insert(o.name.clone(), (0..n).map(|c| stored(at(&vals[o.value], c), d)).collect());
                     continue;
                 }
+                OutputKind::PerGroup(d) => {
+                    let g = p.group_size().expect("a PerGroup output has a group size");
+                    (0..n.div_ceil(g)).map(|j| stored(at(&vals[o.value], j * g), d)).collect()
+                }
             };
             out.entry(o.name.clone()).or_default().extend(row);
         }
@@ -354,6 +364,8 @@ fn features(p: &Program) -> Vec<String> {
     }
     f.push(format!("config {}", p.config.name()));
     f.push(format!("{:?}", p.config.b_layout));
+    let ops = p.config.operands;
+    f.extend([format!("a {:?}", ops.a), format!("b {:?}", ops.b), format!("scale {:?}", ops.scale)]);
     f.push(if p.is_map() { "map" } else { "gemm" }.to_string());
     f
 }
@@ -424,6 +436,7 @@ fn generated_programs_lower_and_interpret() {
     );
     want.extend(["RowLse", "Gather", "OneHot"].map(String::from));
     want.extend(coda_dsl::ir::Config::all().iter().map(|c| format!("config {}", c.name())));
+    want.extend(["a E4m3", "a E5m2", "b E4m3", "b E5m2", "scale Blockwise", "scale None"].map(String::from));
     let missing: Vec<&String> = want.iter().filter(|w| !stats.seen.contains(*w)).collect();
     eprintln!(
         "{} programs; {} output elements compared, {} skipped (not finite)",

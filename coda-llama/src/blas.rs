@@ -120,7 +120,9 @@ impl Cublas {
         let c_type = match T::DTYPE {
             coda_runtime::dsl::ir::DType::Bf16 => cudaDataType::CUDA_R_16BF,
             coda_runtime::dsl::ir::DType::F32 => cudaDataType::CUDA_R_32F,
-            coda_runtime::dsl::ir::DType::I32 => return Err(Error::arg("out", "must be bf16 or f32")),
+            coda_runtime::dsl::ir::DType::I32 | coda_runtime::dsl::ir::DType::E4m3 | coda_runtime::dsl::ir::DType::E5m2 => {
+                return Err(Error::arg("out", "must be bf16 or f32"));
+            }
         };
         // Row-major C[M, N] is column-major Cᵀ[N, M] = op(B)ᵀ · op(A)ᵀ: cuBLAS
         // sees B first; a row-major operand stored as used is its own column-major transpose.

@@ -1,6 +1,6 @@
 //! Program → the Rust module a user calls.
 
-use coda_dsl::ir::{BLayout, DType, InputKind, Program, Shape};
+use coda_dsl::ir::{BLayout, DType, InputKind, OperandScale, Program, Shape};
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote};
 
@@ -9,6 +9,8 @@ fn elem(d: DType) -> TokenStream {
         DType::Bf16 => quote!(::coda_runtime::bf16),
         DType::F32 => quote!(f32),
         DType::I32 => quote!(i32),
+        DType::E4m3 => quote!(::coda_runtime::e4m3),
+        DType::E5m2 => quote!(::coda_runtime::e5m2),
     }
 }
 
@@ -17,6 +19,8 @@ fn dtype_path(d: DType) -> TokenStream {
         DType::Bf16 => quote!(::coda_runtime::dsl::ir::DType::Bf16),
         DType::F32 => quote!(::coda_runtime::dsl::ir::DType::F32),
         DType::I32 => quote!(::coda_runtime::dsl::ir::DType::I32),
+        DType::E4m3 => quote!(::coda_runtime::dsl::ir::DType::E4m3),
+        DType::E5m2 => quote!(::coda_runtime::dsl::ir::DType::E5m2),
     }
 }
 
@@ -30,6 +34,7 @@ fn shape_doc(s: Shape) -> &'static str {
         Shape::RowPartial => "per-tile row sums, allocated by the launch for its config; finish with `coda_runtime::aux`",
         Shape::ColPartial => "per-tile column sums, allocated by the launch for its config; finish with `coda_runtime::aux::col_sums`",
         Shape::LsePartial => "per-tile log-sum-exp partials, allocated by the launch for its config; finish with `coda_runtime::aux::lse_from_partials`",
+        Shape::PerGroup(_) => "`[ceil(N / g), M]`: one value per row and group of `g` columns, M fastest (a blockwise `a_scale`)",
     }
 }
 
@@ -127,6 +132,7 @@ pub fn module(p: &Program, vis: &syn::Visibility, name_span: Span) -> TokenStrea
             Shape::RowPartial => quote!(::coda_runtime::dsl::ir::Shape::RowPartial),
             Shape::ColPartial => quote!(::coda_runtime::dsl::ir::Shape::ColPartial),
             Shape::LsePartial => quote!(::coda_runtime::dsl::ir::Shape::LsePartial),
+            Shape::PerGroup(g) => quote!(::coda_runtime::dsl::ir::Shape::PerGroup(#g)),
         };
         let output = t.output;
         infos.push(quote!(::coda_runtime::ParamInfo { name: #pname, shape: #shape, dtype: #dt, output: #output }));
@@ -136,16 +142,21 @@ pub fn module(p: &Program, vis: &syn::Visibility, name_span: Span) -> TokenStrea
     let scalar_names: Vec<_> = scalars.iter().map(|s| s.to_string()).collect();
     let field_names: Vec<_> = params.iter().map(|t| format_ident!("{}", t.name)).collect();
     let lt = syn::Lifetime::new("'a", Span::call_site());
+    let ops = p.config.operands;
+    let (a_ty, b_ty) = (elem(ops.a), elem(ops.b));
+    let (a_name, b_name) = (ops.a.rust_name(), ops.b.rust_name());
+    let a_doc = format!("GEMM operand A: `[M, K]` row-major {a_name}.");
     let (b_doc, b_layout) = match p.config.b_layout {
         BLayout::Nk => (
-            "GEMM operand B: a `Linear` weight `[N, K]` row-major bf16 (the GEMM computes `A · Bᵀ`).",
+            format!("GEMM operand B: a `Linear` weight `[N, K]` row-major {b_name} (the GEMM computes `A · Bᵀ`)."),
             quote!(::coda_runtime::dsl::ir::BLayout::Nk),
         ),
         BLayout::Kn => (
-            "GEMM operand B: `[K, N]` row-major bf16 (the GEMM computes `A · B`).",
+            format!("GEMM operand B: `[K, N]` row-major {b_name} (the GEMM computes `A · B`)."),
             quote!(::coda_runtime::dsl::ir::BLayout::Kn),
         ),
     };
+    let blockwise = ops.scale == OperandScale::Blockwise;
 
     // A map program has no GEMM operands: the runtime runs it on an empty
     // GEMM over its first `Tile` input's shape.
@@ -158,17 +169,33 @@ pub fn module(p: &Program, vis: &syn::Visibility, name_span: Span) -> TokenStrea
             quote!(KERNEL.launch_map(stream, choice, &mut [#(#refs),*], &[#(#scalars),*])),
         )
     } else {
-        (
-            quote! {
-                /// GEMM operand A: `[M, K]` row-major bf16.
-                pub a: &#lt dyn ::coda_runtime::TensorRef<::coda_runtime::bf16>,
-                #[doc = #b_doc]
-                pub b: &#lt dyn ::coda_runtime::TensorRef<::coda_runtime::bf16>,
-            },
-            quote!(a, b,),
-            quote!(KERNEL.gemm_shape(args.a, args.b)),
-            quote!(KERNEL.launch(stream, choice, a, b, &mut [#(#refs),*], &[#(#scalars),*])),
-        )
+        let operands = quote! {
+            #[doc = #a_doc]
+            pub a: &#lt dyn ::coda_runtime::TensorRef<#a_ty>,
+            #[doc = #b_doc]
+            pub b: &#lt dyn ::coda_runtime::TensorRef<#b_ty>,
+        };
+        if blockwise {
+            (
+                quote! {
+                    #operands
+                    /// Blockwise scales of A: `[ceil(K / 128), M]` f32, one per row and 128 columns of K (M fastest).
+                    pub a_scale: &#lt dyn ::coda_runtime::TensorRef<f32>,
+                    /// Blockwise scales of B: `[ceil(N / 128), ceil(K / 128)]` f32, one per 128 × 128 block.
+                    pub b_scale: &#lt dyn ::coda_runtime::TensorRef<f32>,
+                },
+                quote!(a, b, a_scale, b_scale,),
+                quote!(KERNEL.gemm_shape(args.a, args.b)),
+                quote!(KERNEL.launch_scaled(stream, choice, a, b, a_scale, b_scale, &mut [#(#refs),*], &[#(#scalars),*])),
+            )
+        } else {
+            (
+                operands,
+                quote!(a, b,),
+                quote!(KERNEL.gemm_shape(args.a, args.b)),
+                quote!(KERNEL.launch(stream, choice, a, b, &mut [#(#refs),*], &[#(#scalars),*])),
+            )
+        }
     };
 
     let prob = if binds.is_empty() { quote!() } else { quote!(let prob = shape(&args)?;) };

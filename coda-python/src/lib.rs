@@ -197,6 +197,9 @@ impl<'a> Raw<'a> {
             DType::Bf16 => Raw::Bf16(raw(stream, name, t)?),
             DType::F32 => Raw::F32(raw(stream, name, t)?),
             DType::I32 => Raw::I32(raw(stream, name, t)?),
+            DType::E4m3 | DType::E5m2 => {
+                return Err(Error::arg(name, format!("{} tensors are not taken from Python yet", dtype.rust_name())));
+            }
         })
     }
     fn any(&self) -> &dyn AnyTensor {

@@ -9,6 +9,9 @@ pub struct GemmLaunch {
     pub k: i64,
     pub a: *const c_void,
     pub b: *const c_void,
+    /// Blockwise-scaled 8-bit operands only, else null.
+    pub a_scale: *const c_void,
+    pub b_scale: *const c_void,
     pub tensors: *const *mut c_void,
     pub scalars: *const f32,
     pub workspace: *mut c_void,

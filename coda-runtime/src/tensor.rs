@@ -20,6 +20,12 @@ impl Element for f32 {
 impl Element for i32 {
     const DTYPE: DType = DType::I32;
 }
+impl Element for float8::F8E4M3 {
+    const DTYPE: DType = DType::E4m3;
+}
+impl Element for float8::F8E5M2 {
+    const DTYPE: DType = DType::E5m2;
+}
 
 impl<T: Element> std::fmt::Debug for Tensor<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::dsl::ir::{BLayout, Config, DType, Schedule, Shape};
+use crate::dsl::ir::{BLayout, Config, DType, OperandScale, Schedule, Shape};
 use crate::dsl::work::Work;
 use crate::kernel::{Choice, MAP_K, Problem, Raster};
 use crate::{Error, Kernel, Stream, Tensor, TensorArg, bf16};
@@ -282,6 +282,9 @@ pub fn predicted_us(work: &Work, c: &Config, sms: usize, prob: Problem) -> f64 {
     let pp = c.schedule == Schedule::Pingpong;
     // Sustained bf16 FLOPs per µs and SM, and each tile's fixed start (µs).
     let (flops, start) = if pp { (5.417e6, 2.40) } else { (5.428e6, 2.13) };
+    // 8-bit operands: twice the tensor-core rate (the H200's dense FP8 peak is
+    // twice its bf16 peak), at the same sustained fraction (not yet fitted).
+    let flops = if c.operands.is_fp8() { 2.0 * flops } else { flops };
     // µs per element a thread holds: the base, per byte loaded by TMA and by
     // each thread, per ALU and SFU operation; ping-pong's warpgroup pays more
     // per element (and a little less for its per-thread loads).
@@ -304,7 +307,7 @@ pub fn predicted_us(work: &Work, c: &Config, sms: usize, prob: Problem) -> f64 {
         + (alu * w.alu as f64).max(sfu * w.sfu as f64);
     let epilogue = per_thread * pp_epilogue * element;
     let t = if pp { per_sm * mainloop.max(epilogue) + mainloop.min(epilogue) } else { per_sm * (mainloop + epilogue) };
-    let bytes = 2.0 * (m + n) * k + m * n * (w.tile_load_bytes + w.pair_load_bytes + w.store_bytes) as f64;
+    let bytes = c.operands.a.bytes() as f64 * (m + n) * k + m * n * (w.tile_load_bytes + w.pair_load_bytes + w.store_bytes) as f64;
     t.max(bytes / BANDWIDTH)
 }
 
@@ -359,6 +362,30 @@ enum Buf {
     Bf16(Tensor<bf16>),
     F32(Tensor<f32>),
     I32(Tensor<i32>),
+    E4m3(Tensor<crate::e4m3>),
+    E5m2(Tensor<crate::e5m2>),
+}
+
+impl Buf {
+    fn any(&self) -> &dyn crate::AnyTensor {
+        match self {
+            Buf::Bf16(t) => t,
+            Buf::F32(t) => t,
+            Buf::I32(t) => t,
+            Buf::E4m3(t) => t,
+            Buf::E5m2(t) => t,
+        }
+    }
+    fn arg(&mut self, output: bool) -> TensorArg<'_> {
+        match (self, output) {
+            (Buf::Bf16(t), true) => TensorArg::output(t),
+            (Buf::F32(t), true) => TensorArg::output(t),
+            (Buf::I32(t), true) => TensorArg::output(t),
+            (Buf::E4m3(t), true) => TensorArg::output(t),
+            (Buf::E5m2(t), true) => TensorArg::output(t),
+            (b, false) => TensorArg::In(b.any()),
+        }
+    }
 }
 
 /// A searchable shape: M, N, K in 1..=2^31 − 1 (what a launch takes) and
@@ -375,6 +402,11 @@ fn check_problem(Problem { m, n, k }: Problem) -> Result<(), Error> {
     Ok(())
 }
 
+/// Values in [0.5, 1.5): scales, norms' statistics.
+fn uniform_f32(stream: &Stream, dims: &[usize], rng: &mut Rng) -> Result<Tensor<f32>, Error> {
+    Tensor::from_host(stream, &(0..dims.iter().product::<usize>()).map(|_| rng.uniform(0.5, 1.5)).collect::<Vec<_>>(), dims)
+}
+
 fn uniform_bf16(stream: &Stream, dims: &[usize], rng: &mut Rng) -> Result<Tensor<bf16>, Error> {
     let len = dims.iter().product::<usize>();
     Tensor::from_host(stream, &(0..len).map(|_| bf16::from_f32(rng.uniform(-1.0, 1.0))).collect::<Vec<_>>(), dims)
@@ -384,7 +416,9 @@ fn random(stream: &Stream, dtype: DType, dims: &[usize], rng: &mut Rng, n: usize
     let len = dims.iter().product::<usize>();
     Ok(match dtype {
         DType::Bf16 => Buf::Bf16(uniform_bf16(stream, dims, rng)?),
-        DType::F32 => Buf::F32(Tensor::from_host(stream, &(0..len).map(|_| rng.uniform(0.5, 1.5)).collect::<Vec<_>>(), dims)?),
+        DType::F32 => Buf::F32(uniform_f32(stream, dims, rng)?),
+        DType::E4m3 => Buf::E4m3(Tensor::from_host(stream, &(0..len).map(|_| crate::e4m3::from_f32(rng.uniform(-1.0, 1.0))).collect::<Vec<_>>(), dims)?),
+        DType::E5m2 => Buf::E5m2(Tensor::from_host(stream, &(0..len).map(|_| crate::e5m2::from_f32(rng.uniform(-1.0, 1.0))).collect::<Vec<_>>(), dims)?),
         // Index vectors (targets) in [0, N).
         DType::I32 => Buf::I32(Tensor::from_host(
             stream,
@@ -420,7 +454,15 @@ pub fn search(kernel: &Kernel, stream: &Stream, prob: Problem) -> Result<Vec<(Ch
             BLayout::Nk => [n, k],
             BLayout::Kn => [k, n],
         };
-        Some((uniform_bf16(stream, &[m, k], &mut rng)?, uniform_bf16(stream, &b_dims, &mut rng)?))
+        let ops = kernel.operands();
+        let scales = match ops.scale {
+            OperandScale::Blockwise => {
+                let [sa, sb] = crate::scale_dims(prob);
+                Some((uniform_f32(stream, &sa, &mut rng)?, uniform_f32(stream, &sb, &mut rng)?))
+            }
+            OperandScale::None => None,
+        };
+        Some((random(stream, ops.a, &[m, k], &mut rng, n)?, random(stream, ops.b, &b_dims, &mut rng, n)?, scales))
     };
     // One set of tensors shared by every choice (configs run one at a time
     // on the stream), except partials, whose layout depends on the config's
@@ -450,19 +492,10 @@ pub fn search(kernel: &Kernel, stream: &Stream, prob: Problem) -> Result<Vec<(Ch
             Some(b) => b,
             None => own_partials.next().expect("one buffer per partial parameter"),
         });
-        let mut args: Vec<TensorArg> = bufs
-            .zip(kernel.params())
-            .map(|(b, p)| match (b, p.output) {
-                (Buf::Bf16(t), false) => TensorArg::input(&*t),
-                (Buf::Bf16(t), true) => TensorArg::output(t),
-                (Buf::F32(t), false) => TensorArg::input(&*t),
-                (Buf::F32(t), true) => TensorArg::output(t),
-                (Buf::I32(t), false) => TensorArg::input(&*t),
-                (Buf::I32(t), true) => TensorArg::output(t),
-            })
-            .collect();
+        let mut args: Vec<TensorArg> = bufs.zip(kernel.params()).map(|(b, p)| b.arg(p.output)).collect();
         match &operands {
-            Some((a, b)) => kernel.launch(stream, &c, a, b, &mut args, &scalars),
+            Some((a, b, None)) => kernel.launch(stream, &c, a.any(), b.any(), &mut args, &scalars),
+            Some((a, b, Some((sa, sb)))) => kernel.launch_scaled(stream, &c, a.any(), b.any(), sa, sb, &mut args, &scalars),
             None => kernel.launch_map(stream, &c, &mut args, &scalars),
         }
     };

@@ -1,7 +1,7 @@
 //! Argument rules, checked without a GPU: every bad input names the argument
 //! and the rule, and nothing is launched (the launchers here would abort).
 
-use coda_runtime::dsl::ir::{BLayout, DType, Shape};
+use coda_runtime::dsl::ir::{BLayout, DType, OperandScale, Operands, Shape};
 use coda_runtime::ffi::GemmLaunch;
 use coda_runtime::dsl::ir::Config;
 use coda_runtime::dsl::work::Work;
@@ -28,14 +28,7 @@ const VARIANTS: &[Variant] = &[unsafe { Variant::new(OWN, "test", "", never_run,
 static KERNEL: Kernel =
     unsafe { Kernel::new("coda-test::residual_rms_partial", BLayout::Nk, false, PARAMS, &[], VARIANTS, "none", Work::ZERO) };
 /// The program's own config: cooperative 128×256, so `sq` is `[ceil(N / 256), round_up(M, 128)]`.
-const OWN: Config = Config {
-    tile_m: 128,
-    tile_n: 256,
-    cluster_m: 1,
-    cluster_n: 1,
-    schedule: coda_runtime::dsl::ir::Schedule::Cooperative,
-    b_layout: BLayout::Nk,
-};
+const OWN: Config = Config::DEFAULT;
 
 struct Case {
     dims: Vec<Vec<usize>>,
@@ -77,7 +70,12 @@ fn run_with(kernel: &Kernel, c: &Case) -> Result<Problem, Error> {
 }
 
 fn run_in(kernel: &Kernel, config: &Config, c: &Case) -> Result<Problem, Error> {
-    let descs: Vec<ArgDesc> = (0..7)
+    let descs = descs(c);
+    check_args(kernel, config, 0, &descs[0], &descs[1], None, &descs[2..], 0)
+}
+
+fn descs(c: &Case) -> Vec<ArgDesc<'_>> {
+    (0..7)
         .map(|i| ArgDesc {
             name: NAMES[i],
             dtype: c.dtypes[i],
@@ -88,8 +86,7 @@ fn run_in(kernel: &Kernel, config: &Config, c: &Case) -> Result<Problem, Error> 
             on_stream: c.on_stream[i],
             output: c.outputs[i],
         })
-        .collect();
-    check_args(kernel, config, 0, &descs[0], &descs[1], &descs[2..], 0)
+        .collect()
 }
 
 fn refused(c: &Case, name: &str, rule: &str) {
@@ -164,7 +161,7 @@ fn partials_follow_the_launch_config() {
                 output: i >= 4,
             })
             .collect();
-        check_args(&KERNEL, &tall, 0, &args[0], &args[1], &args[2..], 0)
+        check_args(&KERNEL, &tall, 0, &args[0], &args[1], None, &args[2..], 0)
     };
     match check(&valid()) {
         Err(Error::Arg { name, rule }) => {
@@ -195,7 +192,7 @@ fn dtype_mismatches_are_refused() {
     refused(&c, "sq", "dtype must be F32");
     let mut c = valid();
     c.dtypes[0] = DType::F32;
-    refused(&c, "a", "GEMM operands are bf16");
+    refused(&c, "a", "is a GEMM operand of bf16 elements in this program, got f32");
 }
 
 #[test]
@@ -281,4 +278,67 @@ fn spans_must_fit_the_address_space() {
     let mut c = valid();
     c.addrs[6] = u64::MAX - 15; // sq: 16-byte aligned, 12 KiB long
     refused(&c, "sq", "run past the end of the address space");
+}
+
+/// The FP8 program `fp8(acc) -> Tile<e4m3>` with blockwise scales: e4m3
+/// operands, K in 16-byte rows, M a multiple of 4, scales of the rule's
+/// shapes given exactly when the program has them, and 16-byte output rows.
+#[test]
+fn fp8_operands_scales_and_rows() {
+    const FP8: Config =
+        Config { tile_n: 128, operands: Operands { a: DType::E4m3, b: DType::E4m3, scale: OperandScale::Blockwise }, ..OWN };
+    const Q: &[ParamInfo] = &[ParamInfo { name: "q", shape: Shape::Tile, dtype: DType::E4m3, output: true }];
+    // SAFETY: never launched.
+    const V: &[Variant] = &[unsafe { Variant::new(FP8, "test", "", never_run, never_size) }];
+    // SAFETY: never launched.
+    static K: Kernel = unsafe { Kernel::new("coda-test::fp8", BLayout::Nk, false, Q, &[], V, "none", Work::ZERO) };
+    assert_eq!(K.operands(), FP8.operands);
+    let check = |(m, n, k): (usize, usize, usize), a: DType, scales: Option<([usize; 2], [usize; 2])>| {
+        let d = |name, dtype, dims: Vec<usize>, address, output| (name, dtype, dims, address, output);
+        let mut args = vec![d("a", a, vec![m, k], 0x1000_0000u64, false), d("b", DType::E4m3, vec![n, k], 0x2000_0000, false)];
+        if let Some((sa, sb)) = scales {
+            args.push(d("a_scale", DType::F32, sa.to_vec(), 0x3000_0000, false));
+            args.push(d("b_scale", DType::F32, sb.to_vec(), 0x4000_0000, false));
+        }
+        args.push(d("q", DType::E4m3, vec![m, n], 0x5000_0000, true));
+        let descs: Vec<ArgDesc> = args
+            .iter()
+            .map(|(name, dtype, dims, address, output)| ArgDesc {
+                name,
+                dtype: *dtype,
+                dims,
+                address: *address,
+                bytes: dims.iter().product::<usize>() * dtype.bytes(),
+                ordinal: 0,
+                on_stream: true,
+                output: *output,
+            })
+            .collect();
+        let n_ops = if scales.is_some() { 4 } else { 2 };
+        let scales = scales.map(|_| [&descs[2], &descs[3]]);
+        check_args(&K, &FP8, 0, &descs[0], &descs[1], scales, &descs[n_ops..], 0)
+    };
+    let is = |r: Result<Problem, Error>, name: &str, rule: &str| match r {
+        Err(Error::Arg { name: n, rule: r }) => assert!(n == name && r.contains(rule), "`{n}`: {r}"),
+        other => panic!("expected `{name}` refused for `{rule}`, got {other:?}"),
+    };
+    // K = 272: two whole scale blocks and a part; N = 528: four blocks and a part.
+    let ok = ([3, 1000], [5, 3]);
+    assert_eq!(check((1000, 528, 272), DType::E4m3, Some(ok)).unwrap(), Problem { m: 1000, n: 528, k: 272 });
+    is(check((1000, 528, 272), DType::Bf16, Some(ok)), "a", "GEMM operand of e4m3 elements");
+    is(check((1000, 528, 264), DType::E4m3, Some(([3, 1000], [5, 3]))), "a", "multiple of 16");
+    is(check((998, 528, 272), DType::E4m3, Some(([3, 998], [5, 3]))), "a", "M = 998 must be a multiple of 4");
+    is(check((1000, 528, 272), DType::E4m3, None), "coda-test::fp8", "launch it with `launch_scaled`");
+    is(check((1000, 528, 272), DType::E4m3, Some(([3, 1000], [3, 5]))), "b_scale", "must be [5, 3]");
+    is(check((1000, 528, 272), DType::E4m3, Some(([1000, 3], [5, 3]))), "a_scale", "must be [3, 1000]");
+    // e4m3 rows of N = 520 are 520 bytes: not whole 16-byte rows.
+    is(check((1000, 520, 272), DType::E4m3, Some(([3, 1000], [5, 3]))), "q", "16-byte rows");
+    // A bf16 program given scales is told to use `launch`.
+    let c = valid();
+    let descs = descs(&c);
+    is(
+        check_args(&KERNEL, &OWN, 0, &descs[0], &descs[1], Some([&descs[2], &descs[3]]), &descs[2..], 0),
+        "coda-test::residual_rms_partial",
+        "launch it with `launch`",
+    );
 }

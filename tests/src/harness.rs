@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 
 use coda_runtime::dsl::interp::{self, Inputs, Precision};
-use coda_runtime::dsl::ir::{BLayout, DType, InputKind, Program, Shape};
-use coda_runtime::{Choice, Error, Kernel, Problem, Stream, Tensor, TensorArg, bf16};
+use coda_runtime::dsl::ir::{BLayout, DType, InputKind, OperandScale, Program, Shape};
+use coda_runtime::{AnyTensor, Choice, Error, Kernel, Problem, Stream, Tensor, TensorArg, bf16, e4m3, e5m2};
 use crate::host::{Check, Rng, linear_rows, linear_rows_f32, sample_rows, to_f64};
 
 /// A device tensor of any dtype, with its host copy as f64.
@@ -14,6 +14,8 @@ enum Dyn {
     Bf16(Tensor<bf16>),
     F32(Tensor<f32>),
     I32(Tensor<i32>),
+    E4m3(Tensor<e4m3>),
+    E5m2(Tensor<e5m2>),
 }
 
 impl Dyn {
@@ -29,6 +31,16 @@ impl Dyn {
                 let h = v.iter().map(|&x| x as f64).collect();
                 (Dyn::F32(Tensor::from_host(stream, &v, dims)?), h)
             }
+            DType::E4m3 => {
+                let v: Vec<e4m3> = (0..n).map(|_| e4m3::from_f64(rng.uniform(lo, hi))).collect();
+                let h = v.iter().map(|x| x.to_f64()).collect();
+                (Dyn::E4m3(Tensor::from_host(stream, &v, dims)?), h)
+            }
+            DType::E5m2 => {
+                let v: Vec<e5m2> = (0..n).map(|_| e5m2::from_f64(rng.uniform(lo, hi))).collect();
+                let h = v.iter().map(|x| x.to_f64()).collect();
+                (Dyn::E5m2(Tensor::from_host(stream, &v, dims)?), h)
+            }
             DType::I32 => {
                 // Target columns in [0, hi), every 7th the ignore index −100.
                 let v: Vec<i32> =
@@ -43,11 +55,15 @@ impl Dyn {
             DType::Bf16 => Dyn::Bf16(Tensor::zeros(stream, dims)?),
             DType::F32 => Dyn::F32(Tensor::zeros(stream, dims)?),
             DType::I32 => Dyn::I32(Tensor::zeros(stream, dims)?),
+            DType::E4m3 => Dyn::E4m3(Tensor::zeros(stream, dims)?),
+            DType::E5m2 => Dyn::E5m2(Tensor::zeros(stream, dims)?),
         };
         match &mut t {
             Dyn::Bf16(x) => x.poison()?,
             Dyn::F32(x) => x.poison()?,
             Dyn::I32(x) => x.poison()?,
+            Dyn::E4m3(x) => x.poison()?,
+            Dyn::E5m2(x) => x.poison()?,
         }
         Ok(t)
     }
@@ -56,21 +72,33 @@ impl Dyn {
             Dyn::Bf16(t) => to_f64(&t.to_host()?),
             Dyn::F32(t) => t.to_host()?.iter().map(|&x| x as f64).collect(),
             Dyn::I32(t) => t.to_host()?.iter().map(|&x| x as f64).collect(),
+            Dyn::E4m3(t) => t.to_host()?.iter().map(|x| x.to_f64()).collect(),
+            Dyn::E5m2(t) => t.to_host()?.iter().map(|x| x.to_f64()).collect(),
         })
     }
-    fn arg(&self) -> TensorArg<'_> {
+    fn any(&self) -> &dyn AnyTensor {
         match self {
-            Dyn::Bf16(t) => TensorArg::input(t),
-            Dyn::F32(t) => TensorArg::input(t),
-            Dyn::I32(t) => TensorArg::input(t),
+            Dyn::Bf16(t) => t,
+            Dyn::F32(t) => t,
+            Dyn::I32(t) => t,
+            Dyn::E4m3(t) => t,
+            Dyn::E5m2(t) => t,
         }
+    }
+    fn arg(&self) -> TensorArg<'_> {
+        TensorArg::In(self.any())
     }
     fn arg_mut(&mut self) -> TensorArg<'_> {
         match self {
             Dyn::Bf16(t) => TensorArg::output(t),
             Dyn::F32(t) => TensorArg::output(t),
             Dyn::I32(t) => TensorArg::output(t),
+            Dyn::E4m3(t) => TensorArg::output(t),
+            Dyn::E5m2(t) => TensorArg::output(t),
         }
+    }
+    fn dims(&self) -> Vec<usize> {
+        self.any().dims().to_vec()
     }
 }
 
@@ -90,10 +118,14 @@ impl Report {
 
 /// Random inputs and poisoned outputs for every parameter of a program.
 pub struct Setup {
-    pub a: Tensor<bf16>,
-    pub b: Tensor<bf16>,
-    a_host: Vec<bf16>,
-    b_host: Vec<bf16>,
+    /// The GEMM operands, of the program's types, B in its layout.
+    a: Dyn,
+    b: Dyn,
+    /// Blockwise operand scales `a_scale`, `b_scale`, for programs that take them.
+    scales: Option<(Tensor<f32>, Tensor<f32>)>,
+    /// `a` `[M, K]` and `b` `[N, K]` as f64, blockwise scales folded in: `acc = a_host · b_hostᵀ`.
+    a_host: Vec<f64>,
+    b_host: Vec<f64>,
     tensors: Vec<Dyn>,
     host_inputs: HashMap<String, Vec<f64>>,
     pub scalars: Vec<f32>,
@@ -118,15 +150,32 @@ impl Setup {
         };
         let program = &Program { config: choice.config, ..program.clone() };
         let s = (3.0 / k as f64).sqrt();
-        let a_host = rng.bf16s(m * k, -1.0, 1.0);
-        // Kept as [N, K] for the reference; uploaded in the kernel's B layout.
-        let b_host = rng.bf16s(n * k, -s, s);
-        let a = Tensor::from_host(stream, &a_host, &[m, k])?;
-        let b = match program.config.b_layout {
-            BLayout::Nk => Tensor::from_host(stream, &b_host, &[n, k])?,
+        let ops = program.config.operands;
+        let (a, mut a_host) = Dyn::random(stream, ops.a, &[m, k], -1.0, 1.0, rng)?;
+        // Kept as [N, K] for the reference; uploaded in the kernel's B layout (8-bit operands are [N, K] only).
+        let (b, mut b_host) = match program.config.b_layout {
+            BLayout::Nk => Dyn::random(stream, ops.b, &[n, k], -s, s, rng)?,
             BLayout::Kn => {
+                let b_host = rng.bf16s(n * k, -s, s);
                 let t: Vec<bf16> = (0..k * n).map(|i| b_host[(i % n) * k + i / n]).collect();
-                Tensor::from_host(stream, &t, &[k, n])?
+                (Dyn::Bf16(Tensor::from_host(stream, &t, &[k, n])?), to_f64(&b_host))
+            }
+        };
+        let scales = match ops.scale {
+            OperandScale::None => None,
+            OperandScale::Blockwise => {
+                // a_scale [ceil(K/128), M], b_scale [ceil(N/128), ceil(K/128)], folded into the host operands.
+                let [sa_dims, sb_dims] = coda_runtime::scale_dims(Problem { m, n, k });
+                let sa: Vec<f32> = (0..sa_dims[0] * m).map(|_| rng.uniform(0.25, 4.0) as f32).collect();
+                let sb: Vec<f32> = (0..sb_dims[0] * sb_dims[1]).map(|_| rng.uniform(0.25, 4.0) as f32).collect();
+                let kb = sb_dims[1];
+                for (i, x) in a_host.iter_mut().enumerate() {
+                    *x *= sa[(i % k / 128) * m + i / k] as f64;
+                }
+                for (i, x) in b_host.iter_mut().enumerate() {
+                    *x *= sb[(i / k / 128) * kb + i % k / 128] as f64;
+                }
+                Some((Tensor::from_host(stream, &sa, &sa_dims)?, Tensor::from_host(stream, &sb, &sb_dims)?))
             }
         };
         let mut host_inputs = HashMap::new();
@@ -141,6 +190,7 @@ impl Setup {
                 Shape::RowPartial => vec![program.n_tiles(n), program.m_padded(m)],
                 Shape::ColPartial => vec![program.m_tiles(m), program.n_padded(n)],
                 Shape::LsePartial => vec![2, program.n_tiles(n), program.m_padded(m)],
+                Shape::PerGroup(g) => vec![n.div_ceil(g), m],
             };
             if p.output {
                 tensors.push(Dyn::output(stream, p.dtype, &dims)?);
@@ -152,14 +202,30 @@ impl Setup {
             }
         }
         let scalars = program.scalar_params().iter().map(|_| rng.uniform(0.5, 1.5) as f32).collect();
-        Ok(Setup { a, b, a_host, b_host, tensors, host_inputs, scalars, choice })
+        Ok(Setup { a, b, scales, a_host, b_host, tensors, host_inputs, scalars, choice })
+    }
+
+    /// The bf16 operands, for the bf16 baselines; [`Error::Arg`] for a program with 8-bit ones.
+    pub fn bf16_operands(&self) -> Result<(&Tensor<bf16>, &Tensor<bf16>), Error> {
+        match (&self.a, &self.b) {
+            (Dyn::Bf16(a), Dyn::Bf16(b)) => Ok((a, b)),
+            _ => Err(Error::Arg { name: "a".into(), rule: "the program's operands are not bf16".into() }),
+        }
+    }
+
+    /// The e4m3 operands and blockwise scales (if any), for the FP8 baselines.
+    pub fn e4m3_operands(&self) -> Result<(&Tensor<e4m3>, &Tensor<e4m3>, Option<&(Tensor<f32>, Tensor<f32>)>), Error> {
+        match (&self.a, &self.b) {
+            (Dyn::E4m3(a), Dyn::E4m3(b)) => Ok((a, b, self.scales.as_ref())),
+            _ => Err(Error::Arg { name: "a".into(), rule: "the program's operands are not e4m3".into() }),
+        }
     }
 
     /// Replaces the f32 input `name` (e.g. realistic RoPE positions for timing).
     pub fn set_f32_input(&mut self, stream: &Stream, program: &Program, name: &str, values: &[f32]) -> Result<(), Error> {
         let i = program.tensor_params().iter().position(|p| p.name == name && !p.output && p.dtype == DType::F32);
         let i = i.ok_or_else(|| Error::Arg { name: name.into(), rule: "is not an f32 input of the program".into() })?;
-        let dims = t_dims(&self.tensors[i]);
+        let dims = self.tensors[i].dims();
         self.tensors[i] = Dyn::F32(Tensor::from_host(stream, values, &dims)?);
         self.host_inputs.insert(name.to_string(), values.iter().map(|&v| v as f64).collect());
         Ok(())
@@ -177,8 +243,10 @@ impl Setup {
         if kernel.is_map() {
             // No accumulator: `a` and `b` go unused, the interpreter never reads `acc`.
             kernel.launch_map(stream, &self.choice, &mut args, &self.scalars)
+        } else if let Some((sa, sb)) = &self.scales {
+            kernel.launch_scaled(stream, &self.choice, self.a.any(), self.b.any(), sa, sb, &mut args, &self.scalars)
         } else {
-            kernel.launch(stream, &self.choice, &self.a, &self.b, &mut args, &self.scalars)
+            kernel.launch(stream, &self.choice, self.a.any(), self.b.any(), &mut args, &self.scalars)
         }
     }
 
@@ -187,7 +255,7 @@ impl Setup {
         let params = program.tensor_params();
         for (t, p) in self.tensors.iter_mut().zip(&params) {
             if p.output {
-                *t = Dyn::output(stream, p.dtype, &t_dims(t))?;
+                *t = Dyn::output(stream, p.dtype, &t.dims())?;
             }
         }
         self.launch(stream, kernel, program)?;
@@ -242,9 +310,8 @@ pub fn verify_outputs(
     // Column partials sum whole M-tiles: check every row then.
     let whole = params.iter().any(|t| t.shape == Shape::ColPartial);
     let rows = if whole { (0..m).collect() } else { sample_rows(m, 256, &mut rng) };
-    let (a64, b64) = (to_f64(a), to_f64(b));
-    let acc = linear_rows(&a64, &b64, k, &rows);
-    let acc_f32 = linear_rows_f32(&a64, &b64, k, &rows);
+    let acc = linear_rows(a, b, k, &rows);
+    let acc_f32 = linear_rows_f32(a, b, k, &rows);
     let mut tensors_rows = HashMap::new();
     for inp in &program.inputs {
         let h = match inp.kind {
@@ -278,6 +345,8 @@ pub fn verify_outputs(
                 interp::col_partials_from_device(&dev, program.n_padded(n), n)
             }
             Shape::PerRow => rows.iter().map(|&r| g[r]).collect(),
+            // [ceil(N/g), M] on the device, [rows, ceil(N/g)] from the interpreter.
+            Shape::PerGroup(size) => rows.iter().flat_map(|&r| (0..n.div_ceil(size)).map(move |j| g[j * m + r])).collect(),
             Shape::PerCol => g.clone(),
             Shape::HalfTile => rows_of(g, n / 2, &rows),
             Shape::DoubleTile => rows_of(g, 2 * n, &rows),
@@ -291,14 +360,6 @@ pub fn verify_outputs(
 
 fn rows_of(v: &[f64], width: usize, rows: &[usize]) -> Vec<f64> {
     rows.iter().flat_map(|&r| v[r * width..(r + 1) * width].iter().copied()).collect()
-}
-
-fn t_dims(t: &Dyn) -> Vec<usize> {
-    match t {
-        Dyn::Bf16(x) => x.shape().to_vec(),
-        Dyn::F32(x) => x.shape().to_vec(),
-        Dyn::I32(x) => x.shape().to_vec(),
-    }
 }
 
 /// The LM-head loss end to end: the runtime's `linear_cross_entropy` epilogue (lse

@@ -151,9 +151,10 @@ pub fn qk_norm_rope(acc: Acc, r: PerRow<f32>, gamma: PerCol<bf16>, qk: PerCol<f3
 }
 
 #[coda::epilogue(tile = (128, 128), cluster = (1, 2), schedule = pingpong)]
-/// Blockwise quantisation scales: each row's amax over its 1×64 blocks, the
-/// tile scaled into e4m3's range by it, and the sum over each block.
-pub fn block_amax(acc: Acc, bias: PerCol<f32>) -> (Tile<bf16>, Tile<f32>, Tile<f32>) {
+/// Blockwise quantisation scales: each row's amax over its 1×64 blocks
+/// (stored once per block), the tile scaled into e4m3's range by it, and the
+/// sum over each block.
+pub fn block_amax(acc: Acc, bias: PerCol<f32>) -> (Tile<bf16>, PerGroup<f32>, Tile<f32>) {
     let x = acc + bias;
     let amax = group_max(abs(x), 64);
     let y = x * (448.0 / max(amax, 0.0001));
@@ -161,8 +162,49 @@ pub fn block_amax(acc: Acc, bias: PerCol<f32>) -> (Tile<bf16>, Tile<f32>, Tile<f
     (y, amax, total)
 }
 
+#[coda::epilogue(a = e4m3, b = e4m3, cluster = (1, 2))]
+/// SwiGLU on an FP8 GEMM with per-tensor scales (their product a runtime scalar).
+pub fn fp8_swiglu(acc: Acc, scale: Scalar) -> HalfTile<bf16> {
+    let x = acc * scale;
+    let (g, u) = unpair(x);
+    let y = silu(g) * u;
+    y
+}
+
+#[coda::epilogue(a = e4m3, b = e4m3)]
+/// The o_proj epilogue on an FP8 GEMM with row-wise scales: per-row (token)
+/// scales of A and per-column (channel) scales of B, then residual + RMS.
+pub fn fp8_residual_rms(acc: Acc, sa: PerRow<f32>, sb: PerCol<f32>, z: Tile<bf16>, gamma: PerCol<bf16>)
+    -> (Tile<bf16>, Tile<bf16>, RowPartial<f32>) {
+    let h = acc * sa * sb + z;
+    let u = h * gamma;
+    let sq = row_sum(h * h);
+    (h, u, sq)
+}
+
+#[coda::epilogue(a = e4m3, b = e4m3, scale = blockwise(1x128, 128x128), cluster = (1, 2))]
+/// SwiGLU on DeepSeek-V3's blockwise-scaled FP8 GEMM (scales applied in the mainloop).
+pub fn fp8_blockwise_swiglu(acc: Acc) -> HalfTile<bf16> {
+    let (g, u) = unpair(acc);
+    let y = silu(g) * u;
+    y
+}
+
+#[coda::epilogue(a = e5m2, b = e4m3, scale = blockwise(1x128, 128x128))]
+/// An e5m2 × e4m3 blockwise GEMM (a gradient times a weight) whose output is
+/// quantised again for the next FP8 GEMM: e4m3 scaled by each row's fresh
+/// amax over its 1 × 128 blocks, and the dequantisation scales `[N/128, M]`,
+/// the next blockwise GEMM's `a_scale` as they are; beside the bf16 value.
+pub fn fp8_requant(acc: Acc, bias: PerCol<f32>) -> (Tile<e4m3>, PerGroup<f32>, Tile<bf16>) {
+    let x = acc + bias;
+    let amax = max(group_max(abs(x), 128), 0.0001);
+    let q = x * (448.0 / amax);
+    let scale = amax / 448.0;
+    (q, scale, x)
+}
+
 /// Every program of this file (for tools: `coda inspect`, `coda tune`).
-pub fn kernels() -> [&'static coda::Kernel; 13] {
+pub fn kernels() -> [&'static coda::Kernel; 17] {
     [
         &gated_mix::KERNEL,
         &two_partials::KERNEL,
@@ -177,5 +219,9 @@ pub fn kernels() -> [&'static coda::Kernel; 13] {
         &lse_rows::KERNEL,
         &qk_norm_rope::KERNEL,
         &block_amax::KERNEL,
+        &fp8_swiglu::KERNEL,
+        &fp8_residual_rms::KERNEL,
+        &fp8_blockwise_swiglu::KERNEL,
+        &fp8_requant::KERNEL,
     ]
 }

@@ -92,11 +92,13 @@ fn single_gemm(
     let mut fused = |i: usize| sets.borrow_mut()[i % 2].launch(stream, kernel, &program);
     let mut cublas = |i: usize| {
         let s = &sets.borrow()[i % 2];
-        blas.linear(stream, &s.a, &s.b, &mut *out.borrow_mut())
+        let (a, b) = s.bf16_operands()?;
+        blas.linear(stream, a, b, &mut *out.borrow_mut())
     };
     let mut cutlass = |i: usize| {
         let s = &sets.borrow()[i % 2];
-        linear::launch(stream, linear::Args { a: &s.a, b: &s.b, y: &mut *out.borrow_mut() })
+        let (a, b) = s.bf16_operands()?;
+        linear::launch(stream, linear::Args { a, b, y: &mut *out.borrow_mut() })
     };
     // Chosen (searched, with CODA_TUNE=search) before timing starts.
     let plain = coda_runtime::tune::choose(&linear::KERNEL, stream, coda_runtime::Problem { m, n, k })?;

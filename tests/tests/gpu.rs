@@ -97,6 +97,8 @@ fn tma_failure_is_an_error(stream: &Stream) -> Result<(bool, String), Error> {
         k: k as i64,
         a: (pa + 2) as *const std::ffi::c_void,
         b: pb as *const std::ffi::c_void,
+        a_scale: std::ptr::null(),
+        b_scale: std::ptr::null(),
         tensors: tensors.as_ptr(),
         scalars: std::ptr::null(),
         workspace: std::ptr::null_mut(),
@@ -385,6 +387,10 @@ fn main() {
         kit::lse_rows,
         kit::qk_norm_rope,
         kit::block_amax,
+        kit::fp8_swiglu,
+        kit::fp8_residual_rms,
+        kit::fp8_blockwise_swiglu,
+        kit::fp8_requant,
         llama::linear_residual_rms_partial,
         llama::linear_rowscale_swiglu,
         llama::linear_rowscale_swiglu_save,
@@ -416,6 +422,9 @@ fn main() {
     let ragged = *shapes.last().expect("a ragged shape");
     let mut generic = vec![];
     for (name, kernel, program) in &programs {
+        // 8-bit operands need K in whole 16-byte rows: the ragged K rounded up to one (not to 128, a scale block).
+        let shape = |(m, n, k): (usize, usize, usize)| if kernel.operands().is_fp8() { (m, n, k.next_multiple_of(16)) } else { (m, n, k) };
+        let (shapes, ragged): (Vec<_>, _) = (shapes.iter().map(|&s| shape(s)).collect(), shape(ragged));
         for (i, v) in kernel.variants().iter().enumerate() {
             let choice = if i == 0 {
                 Choice::own(kernel)

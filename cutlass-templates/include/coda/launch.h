@@ -15,6 +15,10 @@ typedef struct CodaGemmLaunch {
   int64_t m, n, k;
   const void* a;
   const void* b;
+  // Blockwise-scaled 8-bit operands only (else null): f32 a_scale [ceil(k/128), m]
+  // and b_scale [ceil(n/128), ceil(k/128)] (coda/sm90_gemm.hpp, BlockwiseOperands).
+  const void* a_scale;
+  const void* b_scale;
   // The program's tensor parameters (inputs, then outputs), in declaration order.
   // Each generated launcher documents which index is which parameter.
   void* const* tensors;

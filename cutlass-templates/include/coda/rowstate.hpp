@@ -333,16 +333,21 @@ struct RankOneArgs {
   Element* ptr = nullptr;
 };
 
-// Stores a value that is uniform along one dimension as a vector: Dim 0, a
-// row-uniform value as out[m] (written by the threads holding column 0);
-// Dim 1, a column-uniform value as out[n] (written by those holding row 0).
-template <class Element, int Dim>
+// Stores a value that is uniform along one dimension, or over groups of
+// columns, once: Dim 0, a row-uniform value as out[m] (written by the
+// threads holding column 0); Dim 1, a column-uniform value as out[n]
+// (written by those holding row 0); Dim 2, a value uniform over each group
+// of G columns (group reductions, row vectors, scalars) as
+// out[(n / G) * M + m], M fastest: the layout of a blockwise-scaled GEMM's
+// a_scale, so that a quantised output's scales feed the next FP8 GEMM as
+// they are (written by the threads holding each group's first column).
+template <class Element, int Dim, int G = 1>
 struct RankOneStore : PlainNode<RankOneArgs<Element>> {
   using Base = PlainNode<RankOneArgs<Element>>;
   using typename Base::Arguments;
   using typename Base::Params;
   using typename Base::SharedStorage;
-  static_assert(Dim == 0 || Dim == 1, "Dim 0 stores per row, Dim 1 per column");
+  static_assert(Dim == 0 || Dim == 1 || Dim == 2, "Dim 0 stores per row, Dim 1 per column, Dim 2 per group of G columns");
 
   template <class ProblemShape>
   static bool can_implement(ProblemShape const&, Arguments const& args) {
@@ -372,7 +377,12 @@ struct RankOneStore : PlainNode<RankOneArgs<Element>> {
       for (int i = 0; i < FragmentSize; ++i) {
         auto rc = coords(epi_v * FragmentSize + i);
         int64_t m = row0 + int64_t(get<0>(rc)), n = col0 + int64_t(get<1>(rc));
-        if ((Dim == 0 ? n : m) == 0 && elem_less(rc, residue)) params[Dim == 0 ? m : n] = cvt(x[i]);
+        if constexpr (Dim == 2) {
+          int64_t const M = row0 + int64_t(get<0>(residue));  // residue = (M, N) minus the thread's first element
+          if (n % G == 0 && elem_less(rc, residue)) params[(n / G) * M + m] = cvt(x[i]);
+        } else {
+          if ((Dim == 0 ? n : m) == 0 && elem_less(rc, residue)) params[Dim == 0 ? m : n] = cvt(x[i]);
+        }
       }
       return x;
     }

@@ -3,7 +3,7 @@
 //
 // Layouts: A row-major [M,K]; B a PyTorch Linear weight [N,K] (column-major
 // [K,N] in CUTLASS terms, "TN") or row-major [K,N] ("NN"); C and D row-major
-// [M,N]; f32 accumulation.
+// [M,N]; bf16 or 8-bit float operands (8-bit: TN only); f32 accumulation.
 #pragma once
 
 #include <cstdio>
@@ -184,13 +184,60 @@ struct VoidD : Visitor {
 using WeightNK = cutlass::layout::ColumnMajor;
 using WeightKN = cutlass::layout::RowMajor;
 
+// The GEMM's operands (coda_dsl::ir::Operands). bf16, or two 8-bit floats
+// (float_e4m3_t, float_e5m2_t) for which CUTLASS's FP8 mainloop adds the
+// tensor cores' partial sums into the f32 accumulator every 4 k-blocks (no
+// fast accumulation); per-tensor and per-row/column scales are epilogue inputs.
+template <class A, class B>
+struct PlainOperands {
+  using ElementA = A;
+  using ElementB = B;
+  template <class Schedule>
+  using KernelSchedule = typename Schedule::Kernel;
+  using GmemLayoutA = cutlass::layout::RowMajor;
+  template <class LayoutB>
+  using GmemLayoutB = LayoutB;
+  template <class MainloopArguments>
+  static void add_scales(MainloopArguments&, CodaGemmLaunch const&) {}
+};
+using Bf16Operands = PlainOperands<bfloat16_t, bfloat16_t>;
+
+// DeepSeek-V3's blockwise FP8 (coda_dsl::ir::OperandScale::Blockwise): f32
+// a_scale [ceil(K/128), M], one per row and 128 of K (M fastest), and
+// b_scale [ceil(N/128), ceil(K/128)], one per 128 x 128 block of B. The
+// mainloop scales each 128-deep slice of the product as it adds it to the
+// accumulator, so the epilogue sees acc = sum_k a_scale * b_scale * (A.B)_k.
+template <class A, class B>
+struct BlockwiseOperands {
+  using ElementA = A;
+  using ElementB = B;
+  using ScaleConfig = cutlass::detail::Sm90BlockwiseScaleConfig<1, 128, 128, cute::GMMA::Major::MN, cute::GMMA::Major::K>;
+  template <class Schedule>
+  using KernelSchedule = cute::conditional_t<cute::is_same_v<Schedule, Cooperative>,
+                                             cutlass::gemm::KernelTmaWarpSpecializedCooperativeFP8Blockwise,
+                                             cutlass::gemm::KernelTmaWarpSpecializedPingpongFP8Blockwise>;
+  using GmemLayoutA = cute::tuple<cutlass::layout::RowMajor, decltype(ScaleConfig::deduce_layoutSFA())>;
+  template <class LayoutB>
+  using GmemLayoutB = cute::tuple<LayoutB, decltype(ScaleConfig::deduce_layoutSFB())>;
+  template <class MainloopArguments>
+  static void add_scales(MainloopArguments& m, CodaGemmLaunch const& p) {
+    auto shape = cute::make_shape(int(p.m), int(p.n), int(p.k), 1);
+    m.ptr_SFA = static_cast<float const*>(p.a_scale);
+    m.layout_SFA = ScaleConfig::tile_atom_to_shape_SFA(shape);
+    m.ptr_SFB = static_cast<float const*>(p.b_scale);
+    m.layout_SFB = ScaleConfig::tile_atom_to_shape_SFB(shape);
+  }
+};
+
 // The kernel: mainloop stages fill what the epilogue leaves of shared memory.
 template <class TileShape, class ClusterShape, class Schedule, class ElementC, class ElementD, class Fusion,
-          class LayoutB = WeightNK, class EpilogueTile = cutlass::epilogue::collective::EpilogueTileAuto>
+          class LayoutB = WeightNK, class EpilogueTile = cutlass::epilogue::collective::EpilogueTileAuto,
+          class Operands = Bf16Operands>
 struct Gemm {
-  using ElementA = bfloat16_t;
-  using ElementB = bfloat16_t;
-  static constexpr int kAlignAB = 8;
+  using ElementA = typename Operands::ElementA;
+  using ElementB = typename Operands::ElementB;
+  // 16-byte TMA rows: 8 bf16 or 16 8-bit elements.
+  static constexpr int kAlignAB = 128 / cutlass::sizeof_bits<ElementA>::value;
   static constexpr int kAlignC = cute::is_void_v<ElementC> ? 8 : 128 / cutlass::sizeof_bits<ElementC>::value;
   static constexpr int kAlignD = cute::is_void_v<ElementD> ? 8 : 128 / cutlass::sizeof_bits<ElementD>::value;
 
@@ -203,11 +250,11 @@ struct Gemm {
 
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
-      ElementA, cutlass::layout::RowMajor, kAlignAB,
-      ElementB, LayoutB, kAlignAB, float, TileShape, ClusterShape,
+      ElementA, typename Operands::GmemLayoutA, kAlignAB,
+      ElementB, typename Operands::template GmemLayoutB<LayoutB>, kAlignAB, float, TileShape, ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename CollectiveEpilogue::SharedStorage))>,
-      typename Schedule::Kernel>::CollectiveOp;
+      typename Operands::template KernelSchedule<Schedule>>::CollectiveOp;
 
   using Kernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, CollectiveMainloop,
                                                       CollectiveEpilogue>;
@@ -224,11 +271,17 @@ struct Gemm {
     cutlass::KernelHardwareInfo hw;
     hw.device_id = p.device_id;
     hw.sm_count = p.sm_count;
+    // Every SM90 mainloop names its operands so; the rest keep their defaults.
+    typename CollectiveMainloop::Arguments mainloop{};
+    mainloop.ptr_A = static_cast<ElementA const*>(p.a);
+    mainloop.dA = cutlass::make_cute_packed_stride(StrideA{}, {M, K, 1});
+    mainloop.ptr_B = static_cast<ElementB const*>(p.b);
+    mainloop.dB = cutlass::make_cute_packed_stride(StrideB{}, {N, K, 1});
+    Operands::add_scales(mainloop, p);
     Arguments args{
         cutlass::gemm::GemmUniversalMode::kGemm,
         {M, N, K, 1},
-        {static_cast<ElementA const*>(p.a), cutlass::make_cute_packed_stride(StrideA{}, {M, K, 1}),
-         static_cast<ElementB const*>(p.b), cutlass::make_cute_packed_stride(StrideB{}, {N, K, 1})},
+        mainloop,
         {epi, static_cast<typename CollectiveEpilogue::ElementC const*>(c),
          cutlass::make_cute_packed_stride(StrideC{}, {M, N, 1}),
          static_cast<typename CollectiveEpilogue::ElementD*>(d),

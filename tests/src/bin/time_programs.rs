@@ -8,7 +8,7 @@
 use std::cell::RefCell;
 use std::time::Duration;
 
-use coda_tests::baseline::CublasLt;
+use coda_tests::baseline::{CublasLt, CublasLtFp8, Fp8Scaling};
 use coda_runtime::dsl::Program;
 use coda_runtime::{Choice, Kernel, Stream, Tensor, bench, bf16};
 use coda_llama::programs::{
@@ -89,12 +89,14 @@ fn main() {
         let mut fused = |i: usize| sets.borrow_mut()[i % 2].launch(&stream, kernel, &program);
         let mut gemm = |i: usize| {
             let s = &sets.borrow()[i % 2];
-            blas.linear(&stream, &s.a, &s.b, &mut *out.borrow_mut())
+            let (a, b) = s.bf16_operands()?;
+            blas.linear(&stream, a, b, &mut *out.borrow_mut())
         };
         let t = bench::interleaved(&stream, Duration::from_secs(1), samples, reps, &mut [&mut fused, &mut gemm])
             .expect("timing runs");
         println!("{name:<44} {:>18} {:>10.4} {:>12.4} {:>7.3}", format!("{m},{n},{k}"), t[0], t[1], t[0] / t[1]);
     }
+    time_fp8(&stream, samples, reps, only.as_deref());
     if args_skip_blocks() {
         return;
     }
@@ -112,5 +114,75 @@ fn main() {
             t.forward_backward_gemms,
             t.forward_backward / t.forward_backward_gemms
         );
+    }
+}
+
+/// The FP8 programs beside cuBLASLt's FP8 GEMM of the same scaling (ones as
+/// scales; row and column scales are the program's own inputs) and the bf16
+/// program of the same epilogue, all three interleaved.
+fn time_fp8(stream: &Stream, samples: usize, reps: usize, only: Option<&str>) {
+    println!(
+        "\n{:<26} {:>16} {:>10} {:>13} {:>7} {:>12} {:>9}",
+        "FP8 program", "M,N,K", "fused ms", "cuBLASLt ms", "ratio", "bf16 ms", "bf16/fp8"
+    );
+    for n in [4096, 8192] {
+        for (name, kernel, program, scaling, bf16_kernel, bf16_program) in [
+            ("fp8_swiglu", &fp8_swiglu::KERNEL, fp8_swiglu::program(), Fp8Scaling::PerTensor, &swiglu::KERNEL, swiglu::program()),
+            (
+                "fp8_blockwise_swiglu",
+                &fp8_blockwise_swiglu::KERNEL,
+                fp8_blockwise_swiglu::program(),
+                Fp8Scaling::Blockwise,
+                &swiglu::KERNEL,
+                swiglu::program(),
+            ),
+            (
+                "fp8_residual_rms",
+                &fp8_residual_rms::KERNEL,
+                fp8_residual_rms::program(),
+                Fp8Scaling::PerTensor,
+                &linear_residual_rms_partial::KERNEL,
+                linear_residual_rms_partial::program(),
+            ),
+        ] {
+            let (m, k) = (n, n);
+            if only.is_some_and(|o| !format!("{name} {m},{n},{k}").contains(o)) {
+                continue;
+            }
+            let mut rng = Rng::new(11);
+            let setups = |kernel: &Kernel, program: &Program, rng: &mut Rng| {
+                (0..2).map(|_| Setup::new(stream, kernel, program, None, (m, n, k), rng).expect("setup")).collect::<Vec<_>>()
+            };
+            let fp8 = RefCell::new(setups(kernel, &program, &mut rng));
+            let bf = RefCell::new(setups(bf16_kernel, &bf16_program, &mut rng));
+            let out = RefCell::new(Tensor::<bf16>::zeros(stream, &[m, n]).expect("alloc"));
+            let mut blas = match CublasLtFp8::new(stream, (m, n, k), scaling) {
+                Ok(b) => Some(b),
+                Err(e) => {
+                    println!("{name}: cuBLASLt FP8 {scaling:?} unavailable ({e}); timed without it");
+                    None
+                }
+            };
+            let mut fused = |i: usize| fp8.borrow_mut()[i % 2].launch(stream, kernel, &program);
+            let mut bf16_fused = |i: usize| bf.borrow_mut()[i % 2].launch(stream, bf16_kernel, &bf16_program);
+            let mut gemm = |i: usize| {
+                let sets = fp8.borrow();
+                let (a, b, _) = sets[i % 2].e4m3_operands()?;
+                match blas.as_mut() {
+                    Some(blas) => blas.linear(stream, a, b, &mut out.borrow_mut()),
+                    None => Ok(()),
+                }
+            };
+            let t = bench::interleaved(stream, Duration::from_secs(1), samples, reps, &mut [&mut fused, &mut gemm, &mut bf16_fused])
+                .expect("timing runs");
+            let (baseline, ratio) = if blas.is_some() { (format!("{:.4}", t[1]), format!("{:.3}", t[0] / t[1])) } else { ("-".into(), "-".into()) };
+            println!(
+                "{name:<26} {:>16} {:>10.4} {baseline:>13} {ratio:>7} {:>12.4} {:>9.3}",
+                format!("{m},{n},{k}"),
+                t[0],
+                t[2],
+                t[2] / t[0]
+            );
+        }
     }
 }
