@@ -4,6 +4,7 @@
 //! `gpu_random [--sanitize]`.
 
 use coda_random_programs::{SHAPES, all};
+use coda_runtime::dsl::ir::OperandScale;
 use coda_runtime::{Choice, Stream};
 use coda_tests::harness;
 
@@ -22,8 +23,10 @@ fn main() {
     let mut failed = vec![];
     for (i, g) in programs.iter().enumerate() {
         let (m, n, k) = shapes[i % shapes.len()];
-        // 8-bit operands need K in whole 16-byte rows.
-        let shape = if g.kernel.operands().is_fp8() { (m, n, k.next_multiple_of(16)) } else { (m, n, k) };
+        // 8-bit operands need K in whole 16-byte rows, and blockwise scales M a multiple of 4.
+        let ops = g.kernel.operands();
+        let m = if ops.scale == OperandScale::Blockwise { m.next_multiple_of(4) } else { m };
+        let shape = if ops.is_fp8() { (m, n, k.next_multiple_of(16)) } else { (m, n, k) };
         let choice = Choice::own(g.kernel);
         let t = std::time::Instant::now();
         let outcome = harness::verify(&stream, g.kernel, &g.program, Some(choice), shape, 1000 + i as u64);
