@@ -94,9 +94,9 @@ pub struct CublasLtFp8 {
     layouts: [cudarc::cublaslt::sys::cublasLtMatrixLayout_t; 3],
     algo: cudarc::cublaslt::sys::cublasLtMatmulAlgo_t,
     workspace: cudarc::driver::CudaSlice<u8>,
-    /// Scales of the operands: ones, sized for either scaling.
-    scale_w: Tensor<f32>,
-    scale_x: Tensor<f32>,
+    /// Scales of the operands (ones, sized for either scaling), whose
+    /// addresses `desc` holds: owned here so they outlive it.
+    _scales: [Tensor<f32>; 2],
     shape: (usize, usize, usize),
 }
 
@@ -165,7 +165,7 @@ impl CublasLtFp8 {
         // SAFETY: created above, used no more.
         unsafe { result::destroy_matmul_pref(pref) }.map_err(|e| lib("preference", e))?;
         let algo = found.map_err(|e| lib(&format!("no FP8 kernel for {scaling:?} at {m}×{n}×{k}"), e))?.algo;
-        Ok(CublasLtFp8 { handle, desc, layouts, algo, workspace, scale_w, scale_x, shape: (m, n, k) })
+        Ok(CublasLtFp8 { handle, desc, layouts, algo, workspace, _scales: [scale_w, scale_x], shape: (m, n, k) })
     }
 
     /// One GEMM of `x` `[M, K]` and `w` `[N, K]` into `y` `[M, N]`, the shape [`CublasLtFp8::new`] was made for.
@@ -183,7 +183,6 @@ impl CublasLtFp8 {
         let (py, _gy) = yv.device_ptr_mut(s);
         let (pws, _gws) = self.workspace.device_ptr_mut(s);
         stream.count(LaunchKind::Blas);
-        let _keep = (&self.scale_w, &self.scale_x);
         // SAFETY: the shapes checked above bound every access; all live on `stream`.
         unsafe {
             result::matmul(
