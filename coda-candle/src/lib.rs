@@ -295,7 +295,7 @@ impl BlockWeights {
 fn block_weights<'a>(c: &BlockConfig, w: &'a [Locked<'_>; 7], b: &mut Call<'a>) -> Result<coda_llama::BlockWeights<Borrowed<'a>>> {
     let (wo, gamma1, w_gate_up, w_down) = (b.input(&w[0])?, b.input(&w[1])?, b.input(&w[2])?, b.input(&w[3])?);
     let (gamma2, w_qkv, rope_freq) = (b.input(&w[4])?, b.input(&w[5])?, b.input(&w[6])?);
-    coda_llama::BlockWeights::from_parts(*c, wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, rope_freq).map_err(coda)
+    coda_llama::BlockWeights::from_parts(*c, wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, rope_freq, None).map_err(coda)
 }
 
 /// What [`block_forward`] saved for [`block_backward`]; `x2` and `qkv` are
@@ -337,7 +337,7 @@ pub fn block_forward(w: &BlockWeights, attn: &Tensor, x0: &Tensor, pos: &Tensor)
         let (attn, x0, pos) = (b.input(&inputs[0])?, b.input(&inputs[1])?, b.input(&inputs[2])?);
         let (x1, u1, r1, z1, y1) = (b.output(&mut x1)?, b.output(&mut u1)?, b.output(&mut r1)?, b.output(&mut z1)?, b.output(&mut y1)?);
         let (x2, u2, r2, qkv) = (b.output(&mut x2)?, b.output(&mut u2)?, b.output(&mut r2)?, b.output(&mut qkv)?);
-        let mut s = coda_llama::BlockState::<Borrowed>::from_parts(&c, x1, u1, r1, z1, y1, x2, u2, r2, qkv).map_err(coda)?;
+        let mut s = coda_llama::BlockState::<Borrowed>::from_parts(&c, x1, u1, r1, z1, y1, x2, u2, r2, qkv, None).map_err(coda)?;
         coda_llama::block_forward(&rt.stream, &bw, &attn, &x0, &pos, &mut s).map_err(coda)?;
     }
     Ok(BlockForward {
@@ -405,13 +405,13 @@ pub fn block_backward(w: &BlockWeights, fwd: &BlockForward, attn: &Tensor, pos: 
         // `u1` and `u2` stand in as `x1` and `x2` again: the backward reads neither.
         let (x1, u1, r1, z1, y1) = (b.input(&saved[0])?, b.input(&saved[0])?, b.input(&saved[1])?, b.input(&saved[2])?, b.input(&saved[3])?);
         let (x2, u2, r2, qkv) = (b.input(&saved[4])?, b.input(&saved[4])?, b.input(&saved[5])?, b.input(&saved[6])?);
-        let fs = coda_llama::BlockState::<Borrowed>::from_parts(&c, x1, u1, r1, z1, y1, x2, u2, r2, qkv).map_err(coda)?;
+        let fs = coda_llama::BlockState::<Borrowed>::from_parts(&c, x1, u1, r1, z1, y1, x2, u2, r2, qkv, None).map_err(coda)?;
         let (attn, pos, dx2, dqkv) = (b.input(&inputs[0])?, b.input(&inputs[1])?, b.input(&inputs[2])?, b.input(&inputs[3])?);
         let (dattn, dx0, dwo, dgamma1) = (b.output(&mut dattn)?, b.output(&mut dx0)?, b.output(&mut dwo)?, b.output(&mut dgamma1)?);
         let (dw_gate_up, dw_down, dgamma2, dw_qkv) =
             (b.output(&mut dw_gate_up)?, b.output(&mut dw_down)?, b.output(&mut dgamma2)?, b.output(&mut dw_qkv)?);
         let mut g =
-            coda_llama::BlockGrads::<Borrowed>::from_parts(&c, dattn, dx0, dwo, dgamma1, dw_gate_up, dw_down, dgamma2, dw_qkv).map_err(coda)?;
+            coda_llama::BlockGrads::<Borrowed>::from_parts(&c, dattn, dx0, dwo, dgamma1, dw_gate_up, dw_down, dgamma2, dw_qkv, None).map_err(coda)?;
         // Scratch the caller never sees: coda's tensors on the same stream, freed there after the call.
         let (dz2, s2, dh2, xg2) = (scratch(&rt, &[m, qw])?, scratch(&rt, &[m])?, scratch(&rt, &[m, d])?, scratch(&rt, &[m, d])?);
         let (dz1, s1, xg1) = (scratch(&rt, &[m, 2 * f])?, scratch(&rt, &[m])?, scratch(&rt, &[m, d])?);

@@ -103,7 +103,7 @@ impl BlockCase {
     /// A block of d = 256, f = 512, two heads of 128, one kv head, and 300
     /// tokens (no multiple of any tile), as `coda-python/tests/test_block.py`.
     fn new(dev: &Device) -> Result<BlockCase> {
-        let c = BlockConfig { hidden: 256, ffn: 512, heads: 2, kv_heads: 1, head_dim: 128, eps: 1e-5, rope_theta: 10000.0 };
+        let c = BlockConfig { hidden: 256, ffn: 512, heads: 2, kv_heads: 1, head_dim: 128, eps: 1e-5, rope_theta: 10000.0, qk_norm: false };
         let (m, d, f, aw, qw) = (300, c.hidden, c.ffn, c.attn_width(), c.qkv_width());
         let mut rng = Rng(11);
         let k = |n: usize| (3.0 / n as f64).sqrt();

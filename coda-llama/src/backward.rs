@@ -5,6 +5,9 @@
 //! rotated q, k, v, e.g. from attention's backward):
 //!
 //! 1. `dz2 = RoPE⁻¹(dqkv)` and `Σ dqkv ⊙ qkv` partials → `s2` (a map program);
+//!    with QK-norm, `dz2 = QkNorm⁻ᵀ(RoPE⁻¹(dqkv))` from the saved `z2`,
+//!    `Σ dz2 ⊙ z2` partials → `s2` and the norm weights' column partials,
+//!    summed over the q heads and over the k heads (two aux launches);
 //! 2. `dh2 = dx2 + RMSNorm₂ᵀ(dz2 · Wqkv)` with `dγ2` partials and `x̂2 ⊙ γ2`;
 //!    `dWqkv = dz2ᵀ · (x̂2 ⊙ γ2)`;
 //! 3. `dz1 = dSwiGLU(dh2 · Wd; z1)` with `Σ dz1 ⊙ z1` partials → `s1`;
@@ -13,20 +16,22 @@
 //!    `x̂1 ⊙ γ1`; `dWgu = dz1ᵀ · (x̂1 ⊙ γ1)`;
 //! 5. `dattn = dh1 · Wo`; `dWo = dh1ᵀ · attn`.
 //!
-//! Five fused launches, four aux reductions, four cuBLAS weight-gradient GEMMs.
-//! Weight and norm-weight gradients are f32.
+//! Five fused launches, four aux reductions (six with QK-norm), four cuBLAS
+//! weight-gradient GEMMs. Weight and norm-weight gradients are f32.
 
-use super::programs::{
-    linear_dswiglu as dswiglu, matmul, rmsnorm_backward as norm_backward, rope_backward,
-};
+use super::programs::{linear_dswiglu as dswiglu, matmul, qk_norm_rope_backward, rmsnorm_backward as norm_backward, rope_backward};
 use std::sync::Arc;
 
-use super::{BlockConfig, BlockState, BlockWeights, Owned, Storage, shaped, tokens_of};
+use super::{BlockConfig, BlockState, BlockWeights, Owned, QkNorm, Storage, shaped, tokens_of};
 use crate::blas::Cublas;
 use coda_runtime::{AnyTensor, Choice, ColPartials, Error, Launches, Problem, RowPartials, Stream, Tensor, TensorRef, aux, bf16, tune};
 
-/// Launches per backward.
-pub const BACKWARD_LAUNCHES: Launches = Launches { fused: 5, aux: 4, blas: 4 };
+impl BlockConfig {
+    /// Launches per backward.
+    pub fn backward_launches(&self) -> Launches {
+        Launches { fused: 5, aux: 4 + 2 * self.qk_norm as usize, blas: 4 }
+    }
+}
 
 /// The gradients of the block's inputs and weights.
 pub struct BlockGrads<S: Storage = Owned> {
@@ -42,6 +47,8 @@ pub struct BlockGrads<S: Storage = Owned> {
     pub dgamma2: S::F32,
     /// Rows in `w_qkv`'s layout (RoPE pairs adjacent).
     pub dw_qkv: S::F32,
+    /// QK-norm's weight gradients, `[head_dim]` each, exactly when the config's `qk_norm`.
+    pub qk_norm: Option<QkNorm<S::F32>>,
 }
 
 /// The backward's intermediate tensors, for `tokens` rows, reused across calls.
@@ -64,6 +71,8 @@ pub struct BackwardState<S: Storage = Owned> {
     pub dgamma1_partials: ColPartials,
     /// `x̂1 ⊙ γ1`, the gate_up GEMM's input, `[M, d]`.
     pub xg1: S::Bf16,
+    /// QK-norm's weight-gradient partials over the qkv columns (0 on v).
+    pub qk_gamma_partials: ColPartials,
     /// Both norm backwards run the config chosen for the larger one (`dz1 · W_gate_up`).
     norm_choice: Choice,
     blas: Arc<Cublas>,
@@ -135,6 +144,7 @@ impl<S: Storage> BackwardState<S> {
             s1,
             dgamma1_partials: ColPartials::new(),
             xg1,
+            qk_gamma_partials: ColPartials::new(),
             norm_choice,
             blas,
         })
@@ -154,7 +164,8 @@ impl BackwardState {
         self.s2_partials.poison()?;
         self.s1_partials.poison()?;
         self.dgamma2_partials.poison()?;
-        self.dgamma1_partials.poison()
+        self.dgamma1_partials.poison()?;
+        self.qk_gamma_partials.poison()
     }
 }
 
@@ -174,14 +185,18 @@ impl BlockGrads {
             Tensor::zeros(stream, &[d, f])?,
             Tensor::zeros(stream, &[d])?,
             Tensor::zeros(stream, &[c.qkv_width(), d])?,
+            match c.qk_norm {
+                true => Some(QkNorm { q: Tensor::zeros(stream, &[c.head_dim])?, k: Tensor::zeros(stream, &[c.head_dim])? }),
+                false => None,
+            },
         )
     }
 }
 
 impl<S: Storage> BlockGrads<S> {
     /// The gradients in tensors allocated elsewhere (`dx0`'s rows are the
-    /// tokens), each of the shape [`BlockGrads::new`] allocates, or
-    /// [`Error::Arg`] naming the first that is not.
+    /// tokens), each of the shape [`BlockGrads::new`] allocates (`qk_norm`
+    /// exactly when the config's), or [`Error::Arg`] naming the first that is not.
     #[allow(clippy::too_many_arguments)]
     pub fn from_parts(
         c: &BlockConfig,
@@ -193,11 +208,12 @@ impl<S: Storage> BlockGrads<S> {
         dw_down: S::F32,
         dgamma2: S::F32,
         dw_qkv: S::F32,
+        qk_norm: Option<QkNorm<S::F32>>,
     ) -> Result<Self, Error> {
         c.check()?;
         let m = tokens_of("dx0", &dx0)?;
         let (d, f) = (c.hidden, c.ffn);
-        let g = BlockGrads { dattn, dx0, dwo, dgamma1, dw_gate_up, dw_down, dgamma2, dw_qkv };
+        let g = BlockGrads { dattn, dx0, dwo, dgamma1, dw_gate_up, dw_down, dgamma2, dw_qkv, qk_norm };
         shaped("dattn", &g.dattn, &[m, c.attn_width()])?;
         shaped("dx0", &g.dx0, &[m, d])?;
         shaped("dwo", &g.dwo, &[d, c.attn_width()])?;
@@ -206,6 +222,11 @@ impl<S: Storage> BlockGrads<S> {
         shaped("dw_down", &g.dw_down, &[d, f])?;
         shaped("dgamma2", &g.dgamma2, &[d])?;
         shaped("dw_qkv", &g.dw_qkv, &[c.qkv_width(), d])?;
+        c.check_qk_norm("qk_norm", g.qk_norm.as_ref())?;
+        if let Some(n) = &g.qk_norm {
+            shaped("qk_norm.q", &n.q, &[c.head_dim])?;
+            shaped("qk_norm.k", &n.k, &[c.head_dim])?;
+        }
         Ok(g)
     }
 }
@@ -217,6 +238,10 @@ impl BlockGrads {
         self.dx0.poison()?;
         for t in [&mut self.dwo, &mut self.dgamma1, &mut self.dw_gate_up, &mut self.dw_down, &mut self.dgamma2, &mut self.dw_qkv] {
             t.poison()?;
+        }
+        if let Some(n) = &mut self.qk_norm {
+            n.q.poison()?;
+            n.k.poison()?;
         }
         Ok(())
     }
@@ -247,10 +272,24 @@ pub fn block_backward<W: Storage, F: Storage, B: Storage, G: Storage>(
     }
     let inv_d = 1.0 / c.hidden as f32;
 
-    rope_backward::launch(
-        stream,
-        rope_backward::Args { dy: dqkv, y: &fwd.qkv, pos, freq: &w.rope_freq, dz: &mut bs.dz2, dot: &mut bs.s2_partials },
-    )?;
+    match (&w.qk_norm, &fwd.qk_norm, &mut g.qk_norm) {
+        (None, None, None) => rope_backward::launch(
+            stream,
+            rope_backward::Args { dy: dqkv, y: &fwd.qkv, pos, freq: &w.rope_freq, dz: &mut bs.dz2, dot: &mut bs.s2_partials },
+        )?,
+        (Some(_), Some(sn), Some(gn)) => {
+            let (freq, dz, dot, dgamma) = (&w.rope_freq, &mut bs.dz2, &mut bs.s2_partials, &mut bs.qk_gamma_partials);
+            let args = qk_norm_rope_backward::Args { dy: dqkv, z: &sn.z2, pos, freq, gamma: &sn.gamma, eps: c.eps, dz, dot, dgamma };
+            qk_norm_rope_backward::launch(stream, args)?;
+            let q_cols = c.heads * c.head_dim;
+            aux::col_sums_grouped(stream, &bs.qk_gamma_partials, 0, c.heads, &mut gn.q)?;
+            aux::col_sums_grouped(stream, &bs.qk_gamma_partials, q_cols, c.kv_heads, &mut gn.k)?;
+        }
+        (wn, sn, _) => {
+            let name = if wn.is_none() { "w" } else if sn.is_none() { "fwd" } else { "g" };
+            return Err(Error::arg(name, "QK-norm weights, forward state and gradients must all be given or all be None"));
+        }
+    }
     aux::row_sums(stream, &bs.s2_partials, inv_d, &mut bs.s2)?;
     norm_backward::launch_as(
         stream,

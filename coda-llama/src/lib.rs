@@ -7,7 +7,10 @@
 //! 1. `x1 = attn · Woᵀ + x0`, `u1 = x1 ⊙ γ1`, Σx1² partials → `r1`;
 //! 2. `y1 = SwiGLU(r1 ⊙ (u1 · Wguᵀ))` (and the pre-activation `z1` saved);
 //! 3. `x2 = y1 · Wdᵀ + x1`, `u2 = x2 ⊙ γ2`, Σx2² partials → `r2`;
-//! 4. `qkv = RoPE(r2 ⊙ (u2 · Wqkvᵀ))`.
+//! 4. `qkv = RoPE(r2 ⊙ (u2 · Wqkvᵀ))`, or with [`BlockConfig::qk_norm`]
+//!    `RoPE(QkNorm(z2))` of `z2 = r2 ⊙ (u2 · Wqkvᵀ)`, each q and k head
+//!    RMS-normalised in the same epilogue (one more aux launch lays the norm
+//!    weights over the qkv columns).
 //!
 //! Layouts: activations row-major `[M, *]` bf16; weights like a PyTorch
 //! `Linear` (`[out, in]`), with the gate/up rows interleaved and each head's
@@ -24,7 +27,7 @@ mod head;
 pub mod layout;
 pub mod programs;
 
-pub use backward::{BACKWARD_LAUNCHES, BackwardState, BlockGrads, block_backward};
+pub use backward::{BackwardState, BlockGrads, block_backward};
 pub use head::{
     HEAD_FORWARD_LAUNCHES, HeadBackwardState, HeadGrads, HeadLoss, HeadState, HeadWeights, head_backward, head_backward_launches, head_forward,
     head_forward_backward, head_forward_backward_launches,
@@ -33,7 +36,10 @@ pub use head::{
 use std::marker::PhantomData;
 
 use coda_runtime::{AnyTensor, Error, Launches, RawTensor, RowPartials, RowSlices, Stream, Tensor, TensorMut, TensorRef, aux, bf16};
-use programs::{linear_residual_rms_partial as residual_norm, linear_rowscale_rope as rope, linear_rowscale_swiglu_save as swiglu};
+use programs::{
+    linear_residual_rms_partial as residual_norm, linear_rowscale_qk_norm_rope as qk_norm_rope, linear_rowscale_rope as rope,
+    linear_rowscale_swiglu_save as swiglu,
+};
 
 /// Shapes of one block.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -47,6 +53,19 @@ pub struct BlockConfig {
     pub head_dim: usize,
     pub eps: f32,
     pub rope_theta: f32,
+    /// QK-norm (Qwen3, OLMo 2): each q and k head RMS-normalised over its
+    /// `head_dim` columns (with `eps`) and scaled by [`QkNorm`]'s weights,
+    /// before RoPE, inside the qkv GEMM's epilogue. Needs `head_dim` = 128.
+    pub qk_norm: bool,
+}
+
+/// QK-norm's two `[head_dim]` vectors: the weights (in the kernels' pair
+/// order: [`layout::rope_pairs_adjacent`]`(w, 1, head_dim, 1)` of a
+/// checkpoint's `q_norm.weight`), or their gradients.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QkNorm<T> {
+    pub q: T,
+    pub k: T,
 }
 
 impl BlockConfig {
@@ -75,6 +94,7 @@ impl BlockConfig {
         rule("kv_heads", self.kv_heads > 0 && self.heads % self.kv_heads == 0, "must divide heads (GQA)")?;
         rule("heads", gemm_dim(self.qkv_width()), "(heads + 2 · kv_heads) · head_dim must be ≤ 2^31 − 1 (a GEMM dimension)")?;
         rule("eps", self.eps > 0.0, "must be > 0")?;
+        rule("qk_norm", !self.qk_norm || self.head_dim == 128, "needs head_dim = 128 (the epilogue normalises each head as one group of 128 columns)")?;
         rule("rope_theta", self.rope_theta > 1.0, "must be > 1")
     }
 
@@ -93,6 +113,17 @@ impl BlockConfig {
                 (self.rope_theta as f64).powf(-2.0 * i as f64 / self.head_dim as f64) as f32
             })
             .collect())
+    }
+}
+
+impl BlockConfig {
+    /// `part` (QK-norm's weights, state or gradients) is given exactly when `qk_norm` is set.
+    fn check_qk_norm<T>(&self, name: &str, part: Option<&T>) -> Result<(), Error> {
+        match (self.qk_norm, part.is_some()) {
+            (true, false) => Err(Error::arg(name, "is needed: the config has qk_norm set")),
+            (false, true) => Err(Error::arg(name, "must be None: the config has no qk_norm")),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -163,6 +194,8 @@ pub struct BlockWeights<S: Storage = Owned> {
     pub w_qkv: S::Bf16,
     /// Per-column RoPE frequencies `[qkv_width]`, the values [`BlockConfig::rope_freq`] gives.
     pub rope_freq: S::F32,
+    /// QK-norm's weights, `[head_dim]` each, exactly when the config's `qk_norm`.
+    pub qk_norm: Option<QkNorm<S::Bf16>>,
 }
 
 /// Host weights in the kernels' layout (see [`layout`] for checkpoint conversion).
@@ -173,6 +206,8 @@ pub struct HostWeights {
     pub w_down: Vec<bf16>,
     pub gamma2: Vec<bf16>,
     pub w_qkv: Vec<bf16>,
+    /// QK-norm's weights, exactly when the config's `qk_norm`.
+    pub qk_norm: Option<QkNorm<Vec<bf16>>>,
 }
 
 impl BlockConfig {
@@ -212,6 +247,10 @@ impl BlockWeights {
             up(gamma2, &w.gamma2)?,
             up(w_qkv, &w.w_qkv)?,
             Tensor::from_host(stream, &config.rope_freq()?, &rope_freq.1)?,
+            match &w.qk_norm {
+                Some(n) => Some(QkNorm { q: up(("qk_norm.q", vec![config.head_dim]), &n.q)?, k: up(("qk_norm.k", vec![config.head_dim]), &n.k)? }),
+                None => None,
+            },
         )
     }
 }
@@ -219,8 +258,9 @@ impl BlockWeights {
 impl<S: Storage> BlockWeights<S> {
     /// The weights from tensors already on the device, in the kernels'
     /// layout; a `config` that fails [`BlockConfig::check`] or a tensor of
-    /// another shape is [`Error::Arg`] naming it. `rope_freq` must hold
-    /// [`BlockConfig::rope_freq`]'s values (not checked: it is device memory).
+    /// another shape is [`Error::Arg`] naming it, as is `qk_norm` given
+    /// where the config has none or missing where it has. `rope_freq` must
+    /// hold [`BlockConfig::rope_freq`]'s values (not checked: it is device memory).
     #[allow(clippy::too_many_arguments)]
     pub fn from_parts(
         config: BlockConfig,
@@ -231,9 +271,10 @@ impl<S: Storage> BlockWeights<S> {
         gamma2: S::Bf16,
         w_qkv: S::Bf16,
         rope_freq: S::F32,
+        qk_norm: Option<QkNorm<S::Bf16>>,
     ) -> Result<Self, Error> {
         config.check()?;
-        let w = BlockWeights { config, wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, rope_freq };
+        let w = BlockWeights { config, wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, rope_freq, qk_norm };
         let [wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, rope_freq] = config.weight_shapes();
         shaped(wo.0, &w.wo, &wo.1)?;
         shaped(gamma1.0, &w.gamma1, &gamma1.1)?;
@@ -242,6 +283,11 @@ impl<S: Storage> BlockWeights<S> {
         shaped(gamma2.0, &w.gamma2, &gamma2.1)?;
         shaped(w_qkv.0, &w.w_qkv, &w_qkv.1)?;
         shaped(rope_freq.0, &w.rope_freq, &rope_freq.1)?;
+        config.check_qk_norm("qk_norm", w.qk_norm.as_ref())?;
+        if let Some(n) = &w.qk_norm {
+            shaped("qk_norm.q", &n.q, &[config.head_dim])?;
+            shaped("qk_norm.k", &n.k, &[config.head_dim])?;
+        }
         Ok(w)
     }
 }
@@ -269,6 +315,17 @@ pub struct BlockState<S: Storage = Owned> {
     pub r2: S::F32,
     /// Rotated q, k and v, `[M, (heads + 2·kv_heads) · head_dim]`.
     pub qkv: S::Bf16,
+    /// What QK-norm saves, exactly when the config's `qk_norm`.
+    pub qk_norm: Option<QkNormState<S>>,
+}
+
+/// The forward's QK-norm tensors.
+pub struct QkNormState<S: Storage = Owned> {
+    /// The qkv before QK-norm and RoPE, `[M, qkv_width]`: the backward's input.
+    pub z2: S::Bf16,
+    /// The norm weights laid over the qkv columns, `[qkv_width]` (q's over the
+    /// q heads, k's over the k heads, 0 on v), written by each forward.
+    pub gamma: S::Bf16,
 }
 
 impl BlockState {
@@ -289,6 +346,10 @@ impl BlockState {
             Tensor::zeros(stream, &[m, d])?,
             Tensor::zeros(stream, &[m])?,
             Tensor::zeros(stream, &[m, c.qkv_width()])?,
+            match c.qk_norm {
+                true => Some(QkNormState { z2: Tensor::zeros(stream, &[m, c.qkv_width()])?, gamma: Tensor::zeros(stream, &[c.qkv_width()])? }),
+                false => None,
+            },
         )
     }
 
@@ -296,6 +357,10 @@ impl BlockState {
     pub fn poison(&mut self) -> Result<(), Error> {
         for t in [&mut self.x1, &mut self.u1, &mut self.z1, &mut self.y1, &mut self.x2, &mut self.u2, &mut self.qkv] {
             t.poison()?;
+        }
+        if let Some(n) = &mut self.qk_norm {
+            n.z2.poison()?;
+            n.gamma.poison()?;
         }
         for t in [&mut self.r1, &mut self.r2] {
             t.poison()?;
@@ -307,8 +372,8 @@ impl BlockState {
 
 impl<S: Storage> BlockState<S> {
     /// The state in tensors allocated elsewhere (`tokens` = `x1`'s rows),
-    /// each of the shape [`BlockState::new`] allocates, or [`Error::Arg`]
-    /// naming the first that is not.
+    /// each of the shape [`BlockState::new`] allocates (`qk_norm` exactly
+    /// when the config's), or [`Error::Arg`] naming the first that is not.
     #[allow(clippy::too_many_arguments)]
     pub fn from_parts(
         c: &BlockConfig,
@@ -321,12 +386,13 @@ impl<S: Storage> BlockState<S> {
         u2: S::Bf16,
         r2: S::F32,
         qkv: S::Bf16,
+        qk_norm: Option<QkNormState<S>>,
     ) -> Result<Self, Error> {
         c.check()?;
         ship_tuning()?;
         let m = tokens_of("x1", &x1)?;
         let (d, f) = (c.hidden, c.ffn);
-        let s = BlockState { tokens: m, x1, u1, sq1: RowPartials::new(), r1, z1, y1, x2, u2, sq2: RowPartials::new(), r2, qkv };
+        let s = BlockState { tokens: m, x1, u1, sq1: RowPartials::new(), r1, z1, y1, x2, u2, sq2: RowPartials::new(), r2, qkv, qk_norm };
         shaped("x1", &s.x1, &[m, d])?;
         shaped("u1", &s.u1, &[m, d])?;
         shaped("r1", &s.r1, &[m])?;
@@ -336,6 +402,11 @@ impl<S: Storage> BlockState<S> {
         shaped("u2", &s.u2, &[m, d])?;
         shaped("r2", &s.r2, &[m])?;
         shaped("qkv", &s.qkv, &[m, c.qkv_width()])?;
+        c.check_qk_norm("qk_norm", s.qk_norm.as_ref())?;
+        if let Some(n) = &s.qk_norm {
+            shaped("qk_norm.z2", &n.z2, &[m, c.qkv_width()])?;
+            shaped("qk_norm.gamma", &n.gamma, &[c.qkv_width()])?;
+        }
         Ok(s)
     }
 }
@@ -351,8 +422,13 @@ pub fn ship_tuning() -> Result<(), Error> {
 /// The shipped searches, as the tuning cache file holds them.
 pub const SHIPPED_TUNING: &str = include_str!("../tuning/nvidia-h200.json");
 
-/// Launches per forward: four fused GEMMs and two aux reductions.
-pub const FORWARD_LAUNCHES: Launches = Launches { fused: 4, aux: 2, blas: 0 };
+impl BlockConfig {
+    /// Launches per forward: four fused GEMMs and two aux reductions, and
+    /// with `qk_norm` the aux launch that lays its weights over the columns.
+    pub fn forward_launches(&self) -> Launches {
+        Launches { fused: 4, aux: 2 + self.qk_norm as usize, blas: 0 }
+    }
+}
 
 /// The block forward on `stream`, no host synchronisation: `attn` `[M, heads·head_dim]`
 /// (the attention output), `x0` `[M, d]` (the residual stream), `pos` `[M]` (token positions).
@@ -373,6 +449,10 @@ pub fn block_forward<W: Storage, S: Storage>(
             return Err(Error::arg(name, format!("shape {:?} must be {want:?} (state for {m} tokens)", t.dims())));
         }
     }
+    if w.qk_norm.is_some() != s.qk_norm.is_some() {
+        let name = if w.qk_norm.is_some() { "s" } else { "w" };
+        return Err(Error::arg(name, "QK-norm weights and state must both be given or both be None"));
+    }
     residual_norm::launch(
         stream,
         residual_norm::Args { a: attn, b: &w.wo, residual: x0, gamma: &w.gamma1, h: &mut s.x1, u: &mut s.u1, sq: &mut s.sq1 },
@@ -384,7 +464,15 @@ pub fn block_forward<W: Storage, S: Storage>(
         residual_norm::Args { a: &s.y1, b: &w.w_down, residual: &s.x1, gamma: &w.gamma2, h: &mut s.x2, u: &mut s.u2, sq: &mut s.sq2 },
     )?;
     aux::rms_from_partials(stream, &s.sq2, c.hidden, c.eps, &mut s.r2)?;
-    rope::launch(stream, rope::Args { a: &s.u2, b: &w.w_qkv, r: &s.r2, pos, freq: &w.rope_freq, y: &mut s.qkv })
+    // Both QK-norm parts or neither (checked above).
+    match (&w.qk_norm, &mut s.qk_norm) {
+        (Some(wn), Some(sn)) => {
+            aux::repeat_two(stream, &wn.q, c.heads, &wn.k, c.kv_heads, &mut sn.gamma)?;
+            let (r, freq) = (&s.r2, &w.rope_freq);
+            qk_norm_rope::launch(stream, qk_norm_rope::Args { a: &s.u2, b: &w.w_qkv, r, gamma: &sn.gamma, eps: c.eps, pos, freq, z: &mut sn.z2, y: &mut s.qkv })
+        }
+        _ => rope::launch(stream, rope::Args { a: &s.u2, b: &w.w_qkv, r: &s.r2, pos, freq: &w.rope_freq, y: &mut s.qkv }),
+    }
 }
 
 /// Asserts that `r` is an [`Error::Arg`] naming `name` whose rule mentions `rule`.
@@ -401,7 +489,7 @@ mod tests {
     use super::*;
 
     fn llama_8b() -> BlockConfig {
-        BlockConfig { hidden: 4096, ffn: 14336, heads: 32, kv_heads: 8, head_dim: 128, eps: 1e-5, rope_theta: 500000.0 }
+        BlockConfig { hidden: 4096, ffn: 14336, heads: 32, kv_heads: 8, head_dim: 128, eps: 1e-5, rope_theta: 500000.0, qk_norm: false }
     }
 
     /// Widths past a GEMM's `int` are refused by the config's check, so
@@ -421,6 +509,8 @@ mod tests {
         refused(BlockConfig { ffn: 1 << 30, ..c }.check(), "ffn", "2 · ffn must be ≤ 2^31 − 1");
         refused(BlockConfig { hidden: 1 << 40, ..c }.check(), "hidden", "must be ≤ 2^31 − 1");
         refused(BlockConfig { head_dim: 0, ..c }.rope_freq(), "head_dim", "positive multiple of 8");
+        BlockConfig { qk_norm: true, ..c }.check().unwrap();
+        refused(BlockConfig { qk_norm: true, head_dim: 64, ..c }.check(), "qk_norm", "needs head_dim = 128");
     }
 
     /// Token counts are a GEMM's M: 1 to 2^31 − 1.

@@ -271,8 +271,54 @@ pub fn cross_entropy_grad_softcap(
     (dlogits, dot)
 }
 
+// QK-norm ([`crate::BlockConfig::qk_norm`]): the qkv epilogue and its backward.
+
+#[coda::epilogue(tile = (128, 128), cluster = (1, 2), schedule = pingpong)]
+/// qkv epilogue with QK-norm ([`crate::BlockConfig::qk_norm`]): the deferred
+/// row scale gives `z`, saved for the backward; each q and k head's 128
+/// columns are RMS-normalised and scaled by `gamma` (the v heads, where
+/// `freq` is 0, pass through), then rotated as in `linear_rowscale_rope`.
+pub fn linear_rowscale_qk_norm_rope(acc: Acc, r: PerRow<f32>, gamma: PerCol<bf16>, eps: Scalar, pos: PerRow<f32>, freq: PerCol<f32>)
+    -> (Tile<bf16>, Tile<bf16>) {
+    let z = acc * r;
+    let normed = z * rsqrt(group_mean(z * z, 128) + eps) * gamma;
+    let q = select(freq, normed, z);
+    let (x0, x1) = unpair(q);
+    let (angle, _) = unpair(pos * freq);
+    let c = cos(angle);
+    let s = sin(angle);
+    let y = pair(x0 * c - x1 * s, x0 * s + x1 * c);
+    (z, y)
+}
+
+// 128 × 128: a 128 × 256 tile stages two Tile inputs and two PerCol
+// vectors past the shared memory two mainloop stages leave.
+#[coda::epilogue(tile = (128, 128))]
+/// QK-norm + RoPE backward, a map program over the gradient `dy` of the
+/// rotated qkv and the saved pre-norm `z`: the inverse rotation gives `dn`;
+/// on the q and k heads (`freq` ≠ 0), with `ẑ = ρ z` and `ρ = rsqrt(mean(z²)
+/// + eps)` over the head, `dz = ρ (dn γ − ẑ · mean(dn γ ẑ))`, on v `dz = dn`.
+/// Also the `Σ dz ⊙ z` partials (the statistic `s` of the norm before the
+/// qkv GEMM) and the `dγ` column partials `Σ_m dn ⊙ ẑ` (0 on v).
+pub fn qk_norm_rope_backward(dy: Tile<bf16>, z: Tile<bf16>, pos: PerRow<f32>, freq: PerCol<f32>, gamma: PerCol<bf16>, eps: Scalar)
+    -> (Tile<bf16>, RowPartial<f32>, ColPartial<f32>) {
+    let (g0, g1) = unpair(dy);
+    let (angle, _) = unpair(pos * freq);
+    let c = cos(angle);
+    let s = sin(angle);
+    let dn = pair(g0 * c + g1 * s, g1 * c - g0 * s);
+    let rho = rsqrt(group_mean(z * z, 128) + eps);
+    let zhat = z * rho;
+    let dzhat = dn * gamma;
+    let dzq = rho * (dzhat - zhat * group_mean(dzhat * zhat, 128));
+    let dz = select(freq, dzq, dn);
+    let dot = row_sum(dz * z);
+    let dgamma = col_sum(select(freq, dn * zhat, 0.0));
+    (dz, dot, dgamma)
+}
+
 /// Every program of this crate (for tools: `coda inspect`, `coda tune`).
-pub fn kernels() -> [&'static coda::Kernel; 22] {
+pub fn kernels() -> [&'static coda::Kernel; 24] {
     [
         &linear_residual_rms_partial::KERNEL,
         &linear_rowscale_swiglu::KERNEL,
@@ -296,5 +342,7 @@ pub fn kernels() -> [&'static coda::Kernel; 22] {
         &linear_cross_entropy_save_softcap::KERNEL,
         &cross_entropy_grad_terms::KERNEL,
         &cross_entropy_grad_softcap::KERNEL,
+        &linear_rowscale_qk_norm_rope::KERNEL,
+        &qk_norm_rope_backward::KERNEL,
     ]
 }

@@ -3,7 +3,7 @@
 //! intermediates and gradients included, is allocated by PyTorch
 //! (`python/coda_rs/llama.py`) and borrowed here through DLPack.
 
-use coda_llama::{BackwardState, BlockConfig, BlockGrads, BlockState, BlockWeights, Borrowed};
+use coda_llama::{BackwardState, BlockConfig, BlockGrads, BlockState, BlockWeights, Borrowed, QkNorm, QkNormState};
 use coda_runtime::{Stream, bf16};
 use dlpark::python::ImportedDlpack;
 use pyo3::prelude::*;
@@ -11,12 +11,12 @@ use pyo3::prelude::*;
 use crate::{Current, argument_error, cublas, current_stream, import, raw, to_py};
 
 /// A block's shapes as Python passes them:
-/// `(hidden, ffn, heads, kv_heads, head_dim, eps, rope_theta)`.
-type Config = (usize, usize, usize, usize, usize, f32, f32);
+/// `(hidden, ffn, heads, kv_heads, head_dim, eps, rope_theta, qk_norm)`.
+type Config = (usize, usize, usize, usize, usize, f32, f32, bool);
 
 fn config(py: Python<'_>, c: Config) -> PyResult<BlockConfig> {
-    let (hidden, ffn, heads, kv_heads, head_dim, eps, rope_theta) = c;
-    let c = BlockConfig { hidden, ffn, heads, kv_heads, head_dim, eps, rope_theta };
+    let (hidden, ffn, heads, kv_heads, head_dim, eps, rope_theta, qk_norm) = c;
+    let c = BlockConfig { hidden, ffn, heads, kv_heads, head_dim, eps, rope_theta, qk_norm };
     c.check().map_err(|e| to_py(py, e))?;
     Ok(c)
 }
@@ -49,16 +49,29 @@ pub(crate) fn import_all(
     names.iter().zip(tensors).map(|(name, t)| import(py, name, t, device, on)).collect()
 }
 
+// The tensors' names in the order Python passes them; with QK-norm the
+// lists go on with the `_QK` names.
 const WEIGHTS: [&str; 7] = ["wo", "gamma1", "w_gate_up", "w_down", "gamma2", "w_qkv", "rope_freq"];
+const WEIGHTS_QK: [&str; 2] = ["q_norm", "k_norm"];
 const STATE: [&str; 9] = ["x1", "u1", "r1", "z1", "y1", "x2", "u2", "r2", "qkv"];
 /// What the backward reads of the forward's state (it reads neither `u1` nor `u2`).
 const SAVED: [&str; 7] = ["x1", "r1", "z1", "y1", "x2", "r2", "qkv"];
+const STATE_QK: [&str; 2] = ["z2", "qk_gamma"];
 const WORK: [&str; 7] = ["dz2", "s2", "dh2", "xg2", "dz1", "s1", "xg1"];
 const GRADS: [&str; 8] = ["dattn", "dx0", "dwo", "dgamma1", "dw_gate_up", "dw_down", "dgamma2", "dw_qkv"];
+const GRADS_QK: [&str; 2] = ["dq_norm", "dk_norm"];
+
+/// `names`, then `qk` where the config has QK-norm.
+fn names(c: &BlockConfig, names: &[&'static str], qk: &[&'static str]) -> Vec<&'static str> {
+    names.iter().chain(if c.qk_norm { qk } else { &[] }).copied().collect()
+}
 
 fn weights<'a>(py: Python<'_>, s: &Stream, c: BlockConfig, w: &'a [ImportedDlpack]) -> PyResult<BlockWeights<Borrowed<'a>>> {
-    let b = |i: usize| raw::<bf16>(s, WEIGHTS[i], &w[i]);
-    let built = || BlockWeights::from_parts(c, b(0)?, b(1)?, b(2)?, b(3)?, b(4)?, b(5)?, raw::<f32>(s, WEIGHTS[6], &w[6])?);
+    let b = |i: usize| raw::<bf16>(s, names(&c, &WEIGHTS, &WEIGHTS_QK)[i], &w[i]);
+    let built = || {
+        let qk = if c.qk_norm { Some(QkNorm { q: b(7)?, k: b(8)? }) } else { None };
+        BlockWeights::from_parts(c, b(0)?, b(1)?, b(2)?, b(3)?, b(4)?, b(5)?, raw::<f32>(s, WEIGHTS[6], &w[6])?, qk)
+    };
     built().map_err(|e| to_py(py, e))
 }
 
@@ -79,14 +92,16 @@ pub fn block_forward(
     let c = self::config(py, config)?;
     let on = current_stream(py, device)?;
     let s = on.stream.clone();
-    let w = import_all(py, "weights", &WEIGHTS, &weights, device, &on)?;
-    let st = import_all(py, "state", &STATE, &state, device, &on)?;
+    let w = import_all(py, "weights", &names(&c, &WEIGHTS, &WEIGHTS_QK), &weights, device, &on)?;
+    let state_names = names(&c, &STATE, &STATE_QK);
+    let st = import_all(py, "state", &state_names, &state, device, &on)?;
     let inputs = import_all(py, "inputs", &["attn", "x0", "pos"], &[attn, x0, pos], device, &on)?;
     let bw = self::weights(py, &s, c, &w)?;
-    let b = |i: usize| raw::<bf16>(&s, STATE[i], &st[i]);
-    let f = |i: usize| raw::<f32>(&s, STATE[i], &st[i]);
+    let b = |i: usize| raw::<bf16>(&s, state_names[i], &st[i]);
+    let f = |i: usize| raw::<f32>(&s, state_names[i], &st[i]);
     let run = || {
-        let mut bs = BlockState::<Borrowed>::from_parts(&c, b(0)?, b(1)?, f(2)?, b(3)?, b(4)?, b(5)?, b(6)?, f(7)?, b(8)?)?;
+        let qk = if c.qk_norm { Some(QkNormState { z2: b(9)?, gamma: b(10)? }) } else { None };
+        let mut bs = BlockState::<Borrowed>::from_parts(&c, b(0)?, b(1)?, f(2)?, b(3)?, b(4)?, b(5)?, b(6)?, f(7)?, b(8)?, qk)?;
         let attn = raw::<bf16>(&s, "attn", &inputs[0])?;
         let x0 = raw::<bf16>(&s, "x0", &inputs[1])?;
         let pos = raw::<f32>(&s, "pos", &inputs[2])?;
@@ -116,23 +131,26 @@ pub fn block_backward(
     let c = self::config(py, config)?;
     let on = current_stream(py, device)?;
     let s = on.stream.clone();
-    let w = import_all(py, "weights", &WEIGHTS, &weights, device, &on)?;
-    let sv = import_all(py, "saved", &SAVED, &saved, device, &on)?;
+    let w = import_all(py, "weights", &names(&c, &WEIGHTS, &WEIGHTS_QK), &weights, device, &on)?;
+    let (saved_names, grad_names) = (names(&c, &SAVED, &STATE_QK), names(&c, &GRADS, &GRADS_QK));
+    let sv = import_all(py, "saved", &saved_names, &saved, device, &on)?;
     let wk = import_all(py, "work", &WORK, &work, device, &on)?;
-    let gr = import_all(py, "grads", &GRADS, &grads, device, &on)?;
+    let gr = import_all(py, "grads", &grad_names, &grads, device, &on)?;
     let inputs = import_all(py, "inputs", &["attn", "pos", "dx2", "dqkv"], &[attn, pos, dx2, dqkv], device, &on)?;
     let bw = self::weights(py, &s, c, &w)?;
     let run = || {
-        let b = |i: usize| raw::<bf16>(&s, SAVED[i], &sv[i]);
-        let f = |i: usize| raw::<f32>(&s, SAVED[i], &sv[i]);
+        let b = |i: usize| raw::<bf16>(&s, saved_names[i], &sv[i]);
+        let f = |i: usize| raw::<f32>(&s, saved_names[i], &sv[i]);
+        let qk = if c.qk_norm { Some(QkNormState { z2: b(7)?, gamma: b(8)? }) } else { None };
         // `u1` and `u2` stand in as `x1` and `x2` again: the backward reads neither.
-        let fwd = BlockState::<Borrowed>::from_parts(&c, b(0)?, b(0)?, f(1)?, b(2)?, b(3)?, b(4)?, b(4)?, f(5)?, b(6)?)?;
+        let fwd = BlockState::<Borrowed>::from_parts(&c, b(0)?, b(0)?, f(1)?, b(2)?, b(3)?, b(4)?, b(4)?, f(5)?, b(6)?, qk)?;
         let b = |i: usize| raw::<bf16>(&s, WORK[i], &wk[i]);
         let f = |i: usize| raw::<f32>(&s, WORK[i], &wk[i]);
         let mut bs = BackwardState::<Borrowed>::from_parts(&s, &c, cublas(&s)?, b(0)?, f(1)?, b(2)?, b(3)?, b(4)?, f(5)?, b(6)?)?;
-        let b = |i: usize| raw::<bf16>(&s, GRADS[i], &gr[i]);
-        let f = |i: usize| raw::<f32>(&s, GRADS[i], &gr[i]);
-        let mut g = BlockGrads::<Borrowed>::from_parts(&c, b(0)?, b(1)?, f(2)?, f(3)?, f(4)?, f(5)?, f(6)?, f(7)?)?;
+        let b = |i: usize| raw::<bf16>(&s, grad_names[i], &gr[i]);
+        let f = |i: usize| raw::<f32>(&s, grad_names[i], &gr[i]);
+        let qk = if c.qk_norm { Some(QkNorm { q: f(8)?, k: f(9)? }) } else { None };
+        let mut g = BlockGrads::<Borrowed>::from_parts(&c, b(0)?, b(1)?, f(2)?, f(3)?, f(4)?, f(5)?, f(6)?, f(7)?, qk)?;
         let attn = raw::<bf16>(&s, "attn", &inputs[0])?;
         let pos = raw::<f32>(&s, "pos", &inputs[1])?;
         let dx2 = raw::<bf16>(&s, "dx2", &inputs[2])?;

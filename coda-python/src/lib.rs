@@ -482,6 +482,31 @@ fn qkv_to_checkpoint<'py>(
     by_itemsize!(py, itemsize, run(w, heads, kv_heads, head_dim, d))
 }
 
+/// Each head's rows of `w` `[heads · head_dim, d]` from the rotate_half
+/// pairing to adjacent pairs, or back where `to_adjacent` is false (e.g. a
+/// QK-norm weight: one head, `d` = 1).
+#[pyfunction]
+fn rope_pairs<'py>(
+    py: Python<'py>,
+    w: &[u8],
+    heads: usize,
+    head_dim: usize,
+    d: usize,
+    to_adjacent: bool,
+    itemsize: usize,
+) -> PyResult<Bound<'py, PyBytes>> {
+    fn run<'py, const N: usize>(py: Python<'py>, w: &[u8], heads: usize, head_dim: usize, d: usize, to_adjacent: bool) -> PyResult<Bound<'py, PyBytes>> {
+        let w = elems::<N>(py, "w", w)?;
+        let out = if to_adjacent {
+            coda_llama::layout::rope_pairs_adjacent(&w, heads, head_dim, d)
+        } else {
+            coda_llama::layout::rope_pairs_half(&w, heads, head_dim, d)
+        };
+        Ok(to_bytes(py, &out.map_err(|e| to_py(py, e))?))
+    }
+    by_itemsize!(py, itemsize, run(w, heads, head_dim, d, to_adjacent))
+}
+
 /// `(used, peak)` bytes of `device`'s memory pool, where CODA allocates its
 /// own buffers (the LM-head tail's chunks, GEMM workspaces) and PyTorch's
 /// default allocator does not: add `peak` to `torch.cuda.max_memory_allocated`
@@ -506,6 +531,7 @@ fn _coda(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(split_gate_up, m)?)?;
     m.add_function(wrap_pyfunction!(qkv_from_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(qkv_to_checkpoint, m)?)?;
+    m.add_function(wrap_pyfunction!(rope_pairs, m)?)?;
     m.add("ArgumentError", m.py().get_type::<ArgumentError>())?;
     m.add("CodaError", m.py().get_type::<CodaError>())?;
     m.add_function(wrap_pyfunction!(programs, m)?)?;

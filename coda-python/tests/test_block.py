@@ -19,18 +19,24 @@ if GPU:
     from coda_rs.block import Block, BlockConfig, block, rope_freq
     from test_gpu import criterion
 
-NAMES = ["x2", "qkv", "dattn", "dx0", "dwo", "dgamma1", "dw_gate_up", "dw_down", "dgamma2", "dw_qkv"]
+NAMES = ["x2", "qkv", "dattn", "dx0", "dwo", "dgamma1", "dw_gate_up", "dw_down", "dgamma2", "dw_qkv", "dq_norm", "dk_norm"]
 
 
 def reference(attn, x0, pos, weights, freq, c):
     """The block in plain PyTorch, in the kernels' layout, in the inputs' dtype."""
-    wo, g1, w_gate_up, w_down, g2, w_qkv = weights
+    wo, g1, w_gate_up, w_down, g2, w_qkv, *qk_norm = weights
     rms = lambda x: torch.rsqrt((x * x).mean(-1, keepdim=True) + c.eps)  # noqa: E731
     x1 = x0 + attn @ wo.T
     z1 = (x1 * rms(x1) * g1) @ w_gate_up.T
     y1 = torch.nn.functional.silu(z1[:, 0::2]) * z1[:, 1::2]
     x2 = x1 + y1 @ w_down.T
     q = (x2 * rms(x2) * g2) @ w_qkv.T
+    if qk_norm:
+        # Each q and k head RMS-normalised by its weight (Qwen3's q_norm / k_norm); v as it is.
+        m, hd, n_q, n_k = q.shape[0], c.head_dim, c.heads, c.kv_heads
+        heads = q[:, : (n_q + n_k) * hd].reshape(m, n_q + n_k, hd)
+        gamma = torch.cat([qk_norm[0].expand(n_q, hd), qk_norm[1].expand(n_k, hd)])
+        q = torch.cat([(heads * rms(heads) * gamma).reshape(m, -1), q[:, (n_q + n_k) * hd:]], dim=1)
     # Angles exact, their cos and sin rounded once (as the Rust tests' yardstick).
     angle = pos.double()[:, None] * freq.double()[None, 0::2]
     cos, sin = angle.cos().to(q.dtype), angle.sin().to(q.dtype)
@@ -40,9 +46,11 @@ def reference(attn, x0, pos, weights, freq, c):
 
 @unittest.skipUnless(GPU, "needs a CUDA GPU and PyTorch")
 class BlockOp(unittest.TestCase):
+    QK_NORM = False
+
     def setUp(self):
         # Two heads of 128, one kv head; a ragged token count.
-        self.c = c = BlockConfig(hidden=256, ffn=512, heads=2, kv_heads=1, head_dim=128)
+        self.c = c = BlockConfig(hidden=256, ffn=512, heads=2, kv_heads=1, head_dim=128, qk_norm=self.QK_NORM)
         self.m = m = 300
         g = torch.Generator(device="cuda").manual_seed(11)
         u = lambda *s, lim=1.0, lo=None: (  # noqa: E731
@@ -50,6 +58,8 @@ class BlockOp(unittest.TestCase):
         d, f, aw, qw = c.hidden, c.ffn, c.heads * c.head_dim, (c.heads + 2 * c.kv_heads) * c.head_dim
         k = lambda n: (3.0 / n) ** 0.5  # noqa: E731
         self.weights = [u(d, aw, lim=k(aw)), u(d, lim=1.5, lo=0.5), u(2 * f, d, lim=k(d)), u(d, f, lim=k(f)), u(d, lim=1.5, lo=0.5), u(qw, d, lim=k(d))]
+        if c.qk_norm:
+            self.weights += [u(c.head_dim, lim=1.5, lo=0.5), u(c.head_dim, lim=1.5, lo=0.5)]
         self.attn, self.x0 = u(m, aw), u(m, d)
         self.pos = torch.arange(m, device="cuda", dtype=torch.float32) * 7
         self.dx2, self.dqkv = u(m, d), u(m, qw)
@@ -120,7 +130,13 @@ class BlockOp(unittest.TestCase):
         d, f, hd = c.hidden, c.ffn, c.head_dim
         ck = dict(wo=r(d, c.heads * hd), gamma1=r(d), gate=r(f, d), up=r(f, d), down=r(d, f), gamma2=r(d),
                   wq=r(c.heads * hd, d), wk=r(c.kv_heads * hd, d), wv=r(c.kv_heads * hd, d))
+        if c.qk_norm:
+            ck.update(q_norm=r(hd), k_norm=r(hd))
         blk = Block.from_checkpoint(c, **ck)
+        if c.qk_norm:
+            # The norm weights take the pair order of the q and k rows: (2i, 2i + 1) ← (i, i + hd/2).
+            half = torch.stack((ck["q_norm"][: hd // 2], ck["q_norm"][hd // 2:]), dim=-1).flatten()
+            self.assertTrue(torch.equal(blk.q_norm, half))
         self.assertTrue(torch.equal(blk.w_gate_up[0::2], ck["gate"]) and torch.equal(blk.w_gate_up[1::2], ck["up"]))
         # v rows are copied as they are; q and k rows only permuted within each head.
         self.assertTrue(torch.equal(blk.w_qkv[-c.kv_heads * hd:], ck["wv"]))
@@ -143,6 +159,15 @@ class BlockOp(unittest.TestCase):
         refused("pos", pos=self.pos.double())
         refused("x0", x0=self.x0.cpu())
         refused("attn", attn=self.attn.T.contiguous().T)
+        if self.c.qk_norm:
+            refused("qk_norm.q", weights=w[:6] + [w[6][:-2].contiguous(), w[7]])
+        refused("weights", weights=w[:-1])
+
+
+class BlockOpQkNorm(BlockOp):
+    """The same with QK-norm (``BlockConfig(qk_norm=True)``)."""
+
+    QK_NORM = True
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ class BlockConfigs(unittest.TestCase):
     """The block op's config rules and RoPE table, natively (``coda_rs.block``
     itself needs PyTorch: its tests are ``test_block.py``)."""
 
-    LLAMA_8B = (4096, 14336, 32, 8, 128, 1e-5, 500000.0)
+    LLAMA_8B = (4096, 14336, 32, 8, 128, 1e-5, 500000.0, False)
 
     def test_rope_frequencies_per_column(self):
         freq = coda_rs._coda.block_rope_freq(self.LLAMA_8B)
@@ -46,9 +46,11 @@ class BlockConfigs(unittest.TestCase):
         self.assertEqual(set(freq[(32 + 8) * 128:]), {0.0})
 
     def test_bad_configs_name_the_field(self):
-        for field, value in [("hidden", 4095), ("ffn", 0), ("kv_heads", 5), ("head_dim", 4), ("eps", 0.0), ("rope_theta", 1.0)]:
-            c = dict(zip(["hidden", "ffn", "heads", "kv_heads", "head_dim", "eps", "rope_theta"], self.LLAMA_8B))
-            c[field] = value
+        fields = ["hidden", "ffn", "heads", "kv_heads", "head_dim", "eps", "rope_theta", "qk_norm"]
+        for field, change in [("hidden", {"hidden": 4095}), ("ffn", {"ffn": 0}), ("kv_heads", {"kv_heads": 5}), ("head_dim", {"head_dim": 4}),
+                              ("eps", {"eps": 0.0}), ("rope_theta", {"rope_theta": 1.0}), ("qk_norm", {"qk_norm": True, "head_dim": 64})]:
+            c = dict(zip(fields, self.LLAMA_8B))
+            c.update(change)
             with self.assertRaises(coda_rs.ArgumentError) as e:
                 coda_rs._coda.block_check(tuple(c.values()))
             self.assertEqual(e.exception.argument, field, str(e.exception))
@@ -123,6 +125,14 @@ class Converters(unittest.TestCase):
         q, k, v = coda_rs.llama.qkv_to_checkpoint(w, heads, kv)
         for a, b in ((q, wq), (k, wk), (v, wv)):
             np.testing.assert_array_equal(a, b)
+
+    def test_head_vectors_become_adjacent_and_back(self):
+        hd = 8
+        v = np.arange(hd, dtype=np.uint16)  # bf16 bits stand in
+        w = coda_rs.llama.head_vector_from_checkpoint(v)
+        # The same order as a head's rows of w_qkv: (2i, 2i + 1) ← (i, i + hd/2).
+        np.testing.assert_array_equal(w, [0, 4, 1, 5, 2, 6, 3, 7])
+        np.testing.assert_array_equal(coda_rs.llama.head_vector_to_checkpoint(w), v)
 
     def test_mismatched_weights_are_refused_by_name(self):
         gate = np.zeros((3, 4), np.float32)

@@ -1,5 +1,6 @@
 // Aux reductions: finish per-tile partial statistics into per-row values.
 // Deterministic (a fixed summation order, no atomics); one thread per row.
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -46,6 +47,28 @@ __global__ void col_sum_finish(const float* __restrict__ partials, int64_t n, in
   float sum = 0.0f;
   for (int64_t t = 0; t < m_tiles; ++t) sum += partials[t * n_pad + col];
   out[col] = accumulate ? out[col] + sum : sum;
+}
+
+// out[j] = Σ_t Σ_{h < groups} partials[t * n_pad + first + h * g + j] for j < g
+// (t outer, h inner: the order is fixed).
+__global__ void col_group_sum_finish(const float* __restrict__ partials, int64_t n_pad, int64_t m_tiles, int64_t first,
+                                     int64_t groups, int64_t g, float* __restrict__ out) {
+  int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= g) return;
+  float sum = 0.0f;
+  for (int64_t t = 0; t < m_tiles; ++t)
+    for (int64_t h = 0; h < groups; ++h) sum += partials[t * n_pad + first + h * g + j];
+  out[j] = sum;
+}
+
+// out[i] = a[i % na] for i < na·ta, then b[(i − na·ta) % nb] for the next
+// nb·tb, then 0.
+__global__ void repeat_two(const __nv_bfloat16* __restrict__ a, int64_t na, int64_t ta, const __nv_bfloat16* __restrict__ b,
+                           int64_t nb, int64_t tb, __nv_bfloat16* __restrict__ out, int64_t n) {
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  int64_t ea = na * ta, eb = ea + nb * tb;
+  out[i] = i < ea ? a[i % na] : i < eb ? b[(i - ea) % nb] : __float2bfloat16(0.0f);
 }
 
 // lse[m] = max_t + log Σ_t s_t · exp(max_t − max) over [2, n_tiles, m_pad] partials.
@@ -146,6 +169,23 @@ extern "C" int coda_col_sum_finish(const float* partials, int64_t n, int64_t n_p
   if (stream == nullptr) return int(cudaErrorInvalidResourceHandle);
   col_sum_finish<<<blocks_for(n, 256), 256, 0, static_cast<cudaStream_t>(stream)>>>(partials, n, n_pad, m_tiles,
                                                                                      accumulate, out);
+  return int(cudaGetLastError());
+}
+
+extern "C" int coda_col_group_sum_finish(const float* partials, int64_t n_pad, int64_t m_tiles, int64_t first,
+                                         int64_t groups, int64_t g, float* out, void* stream) {
+  if (stream == nullptr) return int(cudaErrorInvalidResourceHandle);
+  col_group_sum_finish<<<blocks_for(g, 128), 128, 0, static_cast<cudaStream_t>(stream)>>>(partials, n_pad, m_tiles,
+                                                                                          first, groups, g, out);
+  return int(cudaGetLastError());
+}
+
+extern "C" int coda_repeat_two_bf16(const void* a, int64_t na, int64_t ta, const void* b, int64_t nb, int64_t tb,
+                                    void* out, int64_t n, void* stream) {
+  if (stream == nullptr) return int(cudaErrorInvalidResourceHandle);
+  repeat_two<<<blocks_for(n, 256), 256, 0, static_cast<cudaStream_t>(stream)>>>(
+      static_cast<const __nv_bfloat16*>(a), na, ta, static_cast<const __nv_bfloat16*>(b), nb, tb,
+      static_cast<__nv_bfloat16*>(out), n);
   return int(cudaGetLastError());
 }
 

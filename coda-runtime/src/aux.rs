@@ -3,7 +3,7 @@
 //! stream, reading only the partials, never a full activation.
 
 use crate::partials::{ColPartials, Kind, LsePartials, Partials, RowPartials};
-use crate::{AnyTensor, Error, Stream, Tensor, TensorMut, TensorRef};
+use crate::{AnyTensor, Error, Stream, Tensor, TensorMut, TensorRef, bf16};
 
 fn len(t: &dyn AnyTensor) -> usize {
     t.dims().iter().product()
@@ -109,6 +109,65 @@ fn col_sums_into(stream: &Stream, partials: &ColPartials, out: &mut dyn TensorMu
         crate::ffi::coda_col_sum_finish(ptr as _, p.n as i64, n_pad, m_tiles, accumulate as i32, o as _, stream.raw())
     };
     launched(stream, "coda_col_sum_finish", code)
+}
+
+/// Column sums over M-tiles and over `groups` consecutive groups of
+/// columns: `out[j] = Σ_t Σ_{h < groups} partials[t, first + h·g + j]`
+/// with `g` = `out`'s length, e.g. the gradient of a norm weight shared by
+/// the heads laid side by side in columns `first..first + groups·g`.
+pub fn col_sums_grouped(stream: &Stream, partials: &ColPartials, first: usize, groups: usize, out: &mut dyn TensorMut<f32>) -> Result<(), Error> {
+    let (buf, p) = partials.written("partials")?;
+    let g = len(out.as_any());
+    if out.dims().len() != 1 || g == 0 {
+        return Err(Error::arg("out", format!("must be a non-empty vector [g], got shape {:?}", out.dims())));
+    }
+    if groups == 0 || groups.checked_mul(g).and_then(|w| w.checked_add(first)).is_none_or(|end| end > p.n) {
+        return Err(Error::arg(
+            "groups",
+            format!("{groups} groups of {g} columns from column {first} must be ≥ 1 and fit the partials' {} columns", p.n),
+        ));
+    }
+    same_stream(stream, "partials", buf)?;
+    same_stream(stream, "out", out.as_any())?;
+    stream.cuda().context().bind_to_thread()?;
+    let (m_tiles, n_pad) = tiles(buf);
+    let ((ptr, _read), (o, _write)) = (buf.read_ptr(stream), out.write_ptr(stream));
+    // SAFETY: every column read, `first + h·g + j < first + groups·g ≤ n ≤ n_pad`, is in the buffer (checked above).
+    let code = unsafe {
+        crate::ffi::coda_col_group_sum_finish(ptr as _, n_pad, m_tiles, first as i64, groups as i64, g as i64, o as _, stream.raw())
+    };
+    launched(stream, "coda_col_group_sum_finish", code)
+}
+
+/// `out = [a repeated times_a times, b repeated times_b times, 0, …]`, end
+/// to end (e.g. per-head norm weights laid over a projection's columns);
+/// `a` and `b` are non-empty vectors and the repeats fit in `out`.
+pub fn repeat_two(
+    stream: &Stream,
+    a: &dyn TensorRef<bf16>,
+    times_a: usize,
+    b: &dyn TensorRef<bf16>,
+    times_b: usize,
+    out: &mut dyn TensorMut<bf16>,
+) -> Result<(), Error> {
+    for (name, t) in [("a", a as &dyn AnyTensor), ("b", b as &dyn AnyTensor), ("out", out.as_any())] {
+        if t.dims().len() != 1 || len(t) == 0 {
+            return Err(Error::arg(name, format!("must be a non-empty vector, got shape {:?}", t.dims())));
+        }
+        same_stream(stream, name, t)?;
+    }
+    let (na, nb, n) = (len(a), len(b), len(out.as_any()));
+    let filled = na.checked_mul(times_a).zip(nb.checked_mul(times_b)).and_then(|(x, y)| x.checked_add(y));
+    if filled.is_none_or(|f| f > n) {
+        return Err(Error::arg("out", format!("[{n}] must hold {times_a} × {na} + {times_b} × {nb} elements")));
+    }
+    stream.cuda().context().bind_to_thread()?;
+    let ((pa, _a), (pb, _b), (o, _o)) = (a.read_ptr(stream), b.read_ptr(stream), out.write_ptr(stream));
+    // SAFETY: `na`, `nb` ≥ 1 (no division by zero) and every index read is below them; `out` is `[n]`.
+    let code = unsafe {
+        crate::ffi::coda_repeat_two_bf16(pa as _, na as i64, times_a as i64, pb as _, nb as i64, times_b as i64, o as _, n as i64, stream.raw())
+    };
+    launched(stream, "coda_repeat_two_bf16", code)
 }
 
 /// Log-sum-exp per row from a program's `row_lse` partials; `lse` is `[M]`.

@@ -63,6 +63,27 @@ unsafe extern "C" {
         out: *mut f32,
         stream: *mut c_void,
     ) -> i32;
+    pub fn coda_col_group_sum_finish(
+        partials: *const f32,
+        n_pad: i64,
+        m_tiles: i64,
+        first: i64,
+        groups: i64,
+        g: i64,
+        out: *mut f32,
+        stream: *mut c_void,
+    ) -> i32;
+    pub fn coda_repeat_two_bf16(
+        a: *const c_void,
+        na: i64,
+        ta: i64,
+        b: *const c_void,
+        nb: i64,
+        tb: i64,
+        out: *mut c_void,
+        n: i64,
+        stream: *mut c_void,
+    ) -> i32;
     pub fn coda_lse_finish(partials: *const f32, m: i64, m_pad: i64, n_tiles: i64, lse: *mut f32, stream: *mut c_void) -> i32;
     pub fn coda_cross_entropy_finish(
         lse: *const f32,

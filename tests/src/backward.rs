@@ -11,7 +11,7 @@
 use coda_runtime::dsl::interp::round_bf16;
 use crate::reference::{BackwardRows, Path, WeightGrads, backward_rows, head_rows};
 use coda_llama::{
-    BACKWARD_LAUNCHES, BackwardState, BlockConfig, BlockGrads, BlockState, BlockWeights, FORWARD_LAUNCHES, HEAD_FORWARD_LAUNCHES,
+    BackwardState, BlockConfig, BlockGrads, BlockState, BlockWeights, HEAD_FORWARD_LAUNCHES,
     HeadBackwardState, HeadGrads, HeadLoss, HeadState, HeadWeights, block_backward, block_forward, head_backward, head_backward_launches,
     head_forward, head_forward_backward, head_forward_backward_launches,
 };
@@ -85,11 +85,15 @@ pub fn backward_case(stream: &Stream, c: &BlockConfig, m: usize, extra_rows: usi
         let b = |t: &Tensor<bf16>| t.to_host().map(|v| to_f64(&v));
         let s = |t: &Tensor<f32>| t.to_host().map(|v| f32s(&v));
         let p = |t: &ColPartials| s(t.tensor().ok_or_else(|| Error::arg("dgamma partials", "not written"))?);
-        Ok(vec![
+        let mut out = vec![
             b(&bs.dz2)?, s(&bs.s2)?, b(&bs.dh2)?, b(&bs.xg2)?, b(&bs.dz1)?, s(&bs.s1)?, b(&bs.xg1)?, b(&g.dx0)?, b(&g.dattn)?,
             p(&bs.dgamma2_partials)?, p(&bs.dgamma1_partials)?, s(&g.dgamma2)?, s(&g.dgamma1)?,
             s(&g.dw_qkv)?, s(&g.dw_down)?, s(&g.dw_gate_up)?, s(&g.dwo)?, b(&fs.y1)?,
-        ])
+        ];
+        if let Some(n) = &g.qk_norm {
+            out.extend([s(&n.q)?, s(&n.k)?, p(&bs.qk_gamma_partials)?]);
+        }
+        Ok(out)
     };
     let got = run(&mut fs, &mut bs, &mut g)?;
     let again = run(&mut fs, &mut bs, &mut g)?;
@@ -107,7 +111,7 @@ pub fn backward_case(stream: &Stream, c: &BlockConfig, m: usize, extra_rows: usi
     };
     let mut checks = vec![];
     let per_row: [(&str, usize, usize, fn(&BackwardRows) -> &Vec<f64>); 9] = [
-        ("dz2 (RoPE backward)", 0, q, |b| &b.dz2),
+        ("dz2 (RoPE, QK-norm backward)", 0, q, |b| &b.dz2),
         ("s2 (Σ dqkv ⊙ qkv / d)", 1, 1, |b| &b.s2),
         ("dh2 (norm 2 backward + dx2)", 2, d, |b| &b.dh2),
         ("x̂2 ⊙ γ2", 3, d, |b| &b.xg2),
@@ -129,6 +133,16 @@ pub fn backward_case(stream: &Stream, c: &BlockConfig, m: usize, extra_rows: usi
             checks.push(Check::new(&format!("{name}, M-tile {t}"), &got[gi][t * d_pad..t * d_pad + d], bw, ew));
         }
     }
+    // QK-norm's column partials, of the map program's own M-tiles (checked where they are the norm's).
+    let qk_tile_m = bs.qk_gamma_partials.producer().map(|p| p.config.tile_m);
+    if c.qk_norm && !full && qk_tile_m == Some(tile_m) {
+        let q_pad = got[20].len() / m.div_ceil(tile_m);
+        for k in [0, 2].into_iter().filter(|&k| !sets[k].is_empty()) {
+            let t = sets[k][0] / tile_m;
+            let name = format!("QK-norm dγ partials, M-tile {t}");
+            checks.push(Check::new(&name, &got[20][t * q_pad..t * q_pad + q], &bf[k].1.dqk_cols, &exact[k].1.dqk_cols));
+        }
+    }
     if full {
         let (e, b) = (&exact[0].1, &bf[0].1);
         for (name, gi, ew, bw) in [
@@ -140,6 +154,10 @@ pub fn backward_case(stream: &Stream, c: &BlockConfig, m: usize, extra_rows: usi
             ("dWo", 16, &e.dwo, &b.dwo),
         ] {
             checks.push(Check::new(name, &got[gi], bw, ew));
+        }
+        if c.qk_norm {
+            checks.push(Check::new("QK-norm dγ of q", &got[18], &b.dq_norm, &e.dq_norm));
+            checks.push(Check::new("QK-norm dγ of k", &got[19], &b.dk_norm, &e.dk_norm));
         }
     }
     // Weight gradients as GEMMs of the saved operands, over all rows.
@@ -223,24 +241,41 @@ pub fn head_case(
     Ok(Report { rows_checked: rows.len(), checks, repeat_bitwise, asserts: vec![] })
 }
 
-/// Each op's launches: the forward, the backward and the tail's, counted on the stream.
-pub fn launch_counts(stream: &Stream) -> Result<Vec<(&'static str, Launches, Launches)>, Error> {
-    let (c, m) = (crate::block::config(256, 512), 1000);
-    let mut rng = Rng::new(4);
-    let w = BlockWeights::upload(stream, c, &random_weights(&c, &mut rng)?)?;
-    let inp = random_inputs(&c, m, &mut rng);
+/// The launches of one block forward and backward at `m` tokens (named
+/// `names`), counted on the stream, and the forward's state.
+fn block_launches(
+    stream: &Stream,
+    c: &BlockConfig,
+    m: usize,
+    rng: &mut Rng,
+    names: [&'static str; 2],
+    out: &mut Vec<(&'static str, Launches, Launches)>,
+) -> Result<BlockState, Error> {
+    let w = BlockWeights::upload(stream, *c, &random_weights(c, rng)?)?;
+    let inp = random_inputs(c, m, rng);
     let attn = Tensor::from_host(stream, &inp.attn, &[m, c.attn_width()])?;
     let x0 = Tensor::from_host(stream, &inp.x0, &[m, c.hidden])?;
     let pos = Tensor::from_host(stream, &inp.pos, &[m])?;
-    let (mut fs, mut bs, mut g) = (BlockState::new(stream, &c, m)?, BackwardState::new(stream, &c, m)?, BlockGrads::new(stream, &c, m)?);
-    let mut out = vec![];
+    let (mut fs, mut bs, mut g) = (BlockState::new(stream, c, m)?, BackwardState::new(stream, c, m)?, BlockGrads::new(stream, c, m)?);
+    let (dx2, dqkv) = (Tensor::zeros(stream, &[m, c.hidden])?, Tensor::zeros(stream, &[m, c.qkv_width()])?);
     let t0 = stream.launches();
     block_forward(stream, &w, &attn, &x0, &pos, &mut fs)?;
     let t1 = stream.launches();
-    out.push(("block_forward", t1 - t0, FORWARD_LAUNCHES));
-    let (dx2, dqkv) = (Tensor::zeros(stream, &[m, c.hidden])?, Tensor::zeros(stream, &[m, c.qkv_width()])?);
+    out.push((names[0], t1 - t0, c.forward_launches()));
     block_backward(stream, &w, &fs, &attn, &pos, &dx2, &dqkv, &mut bs, &mut g)?;
-    out.push(("block_backward", stream.launches() - t1, BACKWARD_LAUNCHES));
+    out.push((names[1], stream.launches() - t1, c.backward_launches()));
+    Ok(fs)
+}
+
+/// Each op's launches: the forward, the backward and the tail's, counted on
+/// the stream; the block's with `qk_norm` too.
+pub fn launch_counts(stream: &Stream) -> Result<Vec<(&'static str, Launches, Launches)>, Error> {
+    let m = 1000;
+    let (mut out, mut rng) = (vec![], Rng::new(4));
+    let qk = crate::block::config_qk_norm(256, 512);
+    block_launches(stream, &qk, m, &mut rng, ["block_forward, QK-norm", "block_backward, QK-norm"], &mut out)?;
+    let c = crate::block::config(256, 512);
+    let fs = block_launches(stream, &c, m, &mut rng, ["block_forward", "block_backward"], &mut out)?;
     let v = 4096;
     let h = HeadWeights::new(Tensor::from_host(stream, &rng.bf16s(c.hidden, 0.5, 1.5), &[c.hidden])?, Tensor::from_host(stream, &rng.bf16s(v * c.hidden, -0.1, 0.1), &[v, c.hidden])?, 1e-5)?;
     let targets = Tensor::from_host(stream, &(0..m as i32).collect::<Vec<_>>(), &[m])?;

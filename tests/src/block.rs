@@ -9,7 +9,7 @@ use coda_llama::blas::Cublas;
 use crate::baseline::CublasLt;
 use crate::reference::{Path, forward_rows};
 use coda_llama::{
-    BackwardState, BlockConfig, BlockGrads, BlockState, BlockWeights, HostWeights, block_backward, block_forward, layout,
+    BackwardState, BlockConfig, BlockGrads, BlockState, BlockWeights, HostWeights, QkNorm, block_backward, block_forward, layout,
 };
 use coda_runtime::{Error, Stream, Tensor, bench, bf16};
 use crate::host::{Check, Rng, sample_rows, to_f64};
@@ -19,7 +19,12 @@ use crate::harness::Report;
 /// Llama-style shapes: `heads = d / 128`, GQA with `heads / 4` kv heads.
 pub fn config(d: usize, ffn: usize) -> BlockConfig {
     let heads = d / 128;
-    BlockConfig { hidden: d, ffn, heads, kv_heads: (heads / 4).max(1), head_dim: 128, eps: 1e-5, rope_theta: 10000.0 }
+    BlockConfig { hidden: d, ffn, heads, kv_heads: (heads / 4).max(1), head_dim: 128, eps: 1e-5, rope_theta: 10000.0, qk_norm: false }
+}
+
+/// As [`config`], with QK-norm (Qwen3-style).
+pub fn config_qk_norm(d: usize, ffn: usize) -> BlockConfig {
+    BlockConfig { qk_norm: true, ..config(d, ffn) }
 }
 
 /// Random weights in the kernels' layout, built from checkpoint-layout tensors.
@@ -29,6 +34,9 @@ pub fn random_weights(c: &BlockConfig, rng: &mut Rng) -> Result<HostWeights, Err
     let gate = u(rng, f, d);
     let up = u(rng, f, d);
     let (wq, wk, wv) = (u(rng, c.heads * hd, d), u(rng, c.kv_heads * hd, d), u(rng, c.kv_heads * hd, d));
+    // QK-norm's weights as a checkpoint holds them (rotate_half order), converted like Wq's rows.
+    let norm = |rng: &mut Rng| layout::rope_pairs_adjacent(&rng.bf16s(hd, 0.5, 1.5), 1, hd, 1);
+    let qk_norm = if c.qk_norm { Some(QkNorm { q: norm(rng)?, k: norm(rng)? }) } else { None };
     Ok(HostWeights {
         wo: u(rng, d, c.attn_width()),
         gamma1: rng.bf16s(d, 0.5, 1.5),
@@ -36,6 +44,7 @@ pub fn random_weights(c: &BlockConfig, rng: &mut Rng) -> Result<HostWeights, Err
         w_down: u(rng, d, f),
         gamma2: rng.bf16s(d, 0.5, 1.5),
         w_qkv: layout::qkv_from_checkpoint(&wq, &wk, &wv, c.heads, c.kv_heads, hd, d)?,
+        qk_norm,
     })
 }
 
@@ -64,10 +73,14 @@ pub fn forward_case(stream: &Stream, c: &BlockConfig, m: usize, sample: usize, s
     let x0 = Tensor::from_host(stream, &inp.x0, &[m, c.hidden])?;
     let pos = Tensor::from_host(stream, &inp.pos, &[m])?;
     let mut s = BlockState::new(stream, c, m)?;
-    let run = |s: &mut BlockState| -> Result<[Vec<bf16>; 5], Error> {
+    let run = |s: &mut BlockState| -> Result<Vec<Vec<bf16>>, Error> {
         s.poison()?;
         block_forward(stream, &w, &attn, &x0, &pos, s)?;
-        Ok([s.x1.to_host()?, s.z1.to_host()?, s.y1.to_host()?, s.x2.to_host()?, s.qkv.to_host()?])
+        let mut out = vec![s.x1.to_host()?, s.z1.to_host()?, s.y1.to_host()?, s.x2.to_host()?, s.qkv.to_host()?];
+        if let Some(n) = &s.qk_norm {
+            out.push(n.z2.to_host()?);
+        }
+        Ok(out)
     };
     let got = run(&mut s)?;
     let again = run(&mut s)?;
@@ -80,13 +93,17 @@ pub fn forward_case(stream: &Stream, c: &BlockConfig, m: usize, sample: usize, s
         rows.iter().flat_map(|&r| to_f64(&v[r * width..(r + 1) * width])).collect()
     };
     let (d, f, q) = (c.hidden, c.ffn, c.qkv_width());
-    let checks = vec![
+    let qkv_name = if c.qk_norm { "qkv (QK-norm, RoPE)" } else { "qkv (RoPE)" };
+    let mut checks = vec![
         Check::new("x1 (residual after o_proj)", &pick(&got[0], d), &bf16_path.x1, &reference.x1),
         Check::new("z1 (gate_up pre-activation)", &pick(&got[1], 2 * f), &bf16_path.z1, &reference.z1),
         Check::new("y1 (SwiGLU)", &pick(&got[2], f), &bf16_path.y1, &reference.y1),
         Check::new("x2 (residual out)", &pick(&got[3], d), &bf16_path.x2, &reference.x2),
-        Check::new("qkv (RoPE)", &pick(&got[4], q), &bf16_path.qkv, &reference.qkv),
+        Check::new(qkv_name, &pick(&got[4], q), &bf16_path.qkv, &reference.qkv),
     ];
+    if c.qk_norm {
+        checks.push(Check::new("z2 (qkv before QK-norm, saved)", &pick(&got[5], q), &bf16_path.z2, &reference.z2));
+    }
     Ok(Report { rows_checked: rows.len(), checks, repeat_bitwise, asserts: vec![] })
 }
 

@@ -15,6 +15,8 @@ pub struct ForwardRows {
     pub z1: Vec<f64>,
     pub y1: Vec<f64>,
     pub x2: Vec<f64>,
+    /// The qkv before QK-norm and RoPE (with QK-norm only).
+    pub z2: Vec<f64>,
     pub qkv: Vec<f64>,
 }
 
@@ -27,6 +29,7 @@ pub enum Path {
     Bf16Unfused,
 }
 
+#[derive(Clone)]
 struct W {
     wo: Vec<f64>,
     g1: Vec<f64>,
@@ -34,6 +37,8 @@ struct W {
     wd: Vec<f64>,
     g2: Vec<f64>,
     wqkv: Vec<f64>,
+    /// QK-norm's q and k weights.
+    qk: Option<(Vec<f64>, Vec<f64>)>,
 }
 
 impl W {
@@ -45,6 +50,7 @@ impl W {
             wd: f64s(&w.w_down),
             g2: f64s(&w.gamma2),
             wqkv: f64s(&w.w_qkv),
+            qk: w.qk_norm.as_ref().map(|n| (f64s(&n.q), f64s(&n.k))),
         }
     }
 }
@@ -82,7 +88,16 @@ fn forward_row(c: &BlockConfig, w: &W, attn: &[f64], x0: &[f64], pos: f64, path:
     let y1: Vec<f64> = (0..f).map(|j| rnd(rnd(silu(z1[2 * j])) * z1[2 * j + 1])).collect();
     let x2: Vec<f64> = matvec(&y1, &w.wd, f).iter().zip(&x1).map(|(a, b)| rnd(rnd(*a) + b)).collect();
     let n2 = rms_norm(&x2, &w.g2, eps, path);
-    let mut qkv: Vec<f64> = matvec(&n2, &w.wqkv, d).into_iter().map(rnd).collect();
+    let z2: Vec<f64> = matvec(&n2, &w.wqkv, d).into_iter().map(rnd).collect();
+    let mut qkv = z2.clone();
+    if let Some((gq, gk)) = &w.qk {
+        let hd = c.head_dim;
+        for h in 0..c.heads + c.kv_heads {
+            let gamma = if h < c.heads { gq } else { gk };
+            let normed = rms_norm(&z2[h * hd..(h + 1) * hd], gamma, eps, path);
+            qkv[h * hd..(h + 1) * hd].copy_from_slice(&normed);
+        }
+    }
     for (p, freq) in c.rope_freq().expect("the block's config passes its check").chunks(2).enumerate() {
         let angle = pos * freq[0] as f64;
         let (s, co) = (rnd(angle.sin()), rnd(angle.cos()));
@@ -94,6 +109,9 @@ fn forward_row(c: &BlockConfig, w: &W, attn: &[f64], x0: &[f64], pos: f64, path:
     out.z1.extend(z1);
     out.y1.extend(y1);
     out.x2.extend(x2);
+    if w.qk.is_some() {
+        out.z2.extend(z2);
+    }
     out.qkv.extend(qkv);
 }
 
@@ -124,6 +142,7 @@ pub fn forward_rows(
         out.z1.extend(p.z1);
         out.y1.extend(p.y1);
         out.x2.extend(p.x2);
+        out.z2.extend(p.z2);
         out.qkv.extend(p.qkv);
     }
     out
@@ -154,6 +173,11 @@ pub struct WeightGrads {
     pub dw_down: Vec<f64>,
     pub dgamma2: Vec<f64>,
     pub dw_qkv: Vec<f64>,
+    /// QK-norm's weight gradients (empty without QK-norm), and their terms
+    /// per qkv column before the sum over heads (0 on v).
+    pub dq_norm: Vec<f64>,
+    pub dk_norm: Vec<f64>,
+    pub dqk_cols: Vec<f64>,
 }
 
 impl WeightGrads {
@@ -169,10 +193,23 @@ impl WeightGrads {
             dw_down: z(d * f),
             dgamma2: vec![0.0; d],
             dw_qkv: z(c.qkv_width() * d),
+            dq_norm: vec![0.0; if c.qk_norm { c.head_dim } else { 0 }],
+            dk_norm: vec![0.0; if c.qk_norm { c.head_dim } else { 0 }],
+            dqk_cols: vec![0.0; if c.qk_norm { c.qkv_width() } else { 0 }],
         }
     }
-    fn parts(&mut self) -> [&mut Vec<f64>; 6] {
-        [&mut self.dwo, &mut self.dgamma1, &mut self.dw_gate_up, &mut self.dw_down, &mut self.dgamma2, &mut self.dw_qkv]
+    fn parts(&mut self) -> [&mut Vec<f64>; 9] {
+        [
+            &mut self.dwo,
+            &mut self.dgamma1,
+            &mut self.dw_gate_up,
+            &mut self.dw_down,
+            &mut self.dgamma2,
+            &mut self.dw_qkv,
+            &mut self.dq_norm,
+            &mut self.dk_norm,
+            &mut self.dqk_cols,
+        ]
     }
 }
 
@@ -233,7 +270,7 @@ fn backward_row(
     forward_row(c, w, attn, x0, pos, path, &mut fwd);
     let (x1, z1, y1, x2) = (&fwd.x1, &fwd.z1, &fwd.y1, &fwd.x2);
 
-    // RoPE backward: the inverse rotation.
+    // RoPE backward: the inverse rotation, then QK-norm's backward per head.
     let mut dz2 = dqkv.to_vec();
     for (p, freq) in c.rope_freq().expect("the block's config passes its check").chunks(2).enumerate() {
         let (s, co) = (pos * freq[0] as f64).sin_cos();
@@ -241,6 +278,17 @@ fn backward_row(
         let (a, b) = (dqkv[2 * p], dqkv[2 * p + 1]);
         dz2[2 * p] = rnd(a * co + b * s);
         dz2[2 * p + 1] = rnd(b * co - a * s);
+    }
+    let mut qk_dgamma = vec![];
+    if let Some((gq, gk)) = &w.qk {
+        let hd = c.head_dim;
+        for h in 0..c.heads + c.kv_heads {
+            let gamma = if h < c.heads { gq } else { gk };
+            let cols = h * hd..(h + 1) * hd;
+            let (dz, _, _, zhat) = rms_norm_backward(&fwd.z2[cols.clone()], gamma, &dz2[cols.clone()], eps, path);
+            qk_dgamma.push((h < c.heads, dz2[cols.clone()].iter().zip(&zhat).map(|(a, b)| a * b).collect::<Vec<f64>>()));
+            dz2[cols].copy_from_slice(&dz);
+        }
     }
     let dn2: Vec<f64> = matvec_t(&dz2, &w.wqkv, d).into_iter().map(rnd).collect();
     let (dxn2, xg2, s2, xhat2) = rms_norm_backward(x2, &w.g2, &dn2, eps, path);
@@ -269,6 +317,11 @@ fn backward_row(
         for i in 0..d {
             wg.dgamma2[i] += dn2[i] * xhat2[i];
             wg.dgamma1[i] += dn1[i] * xhat1[i];
+        }
+        for (h, (is_q, dg)) in qk_dgamma.into_iter().enumerate() {
+            let acc = if is_q { &mut wg.dq_norm } else { &mut wg.dk_norm };
+            acc.iter_mut().zip(&dg).for_each(|(a, b)| *a += b);
+            wg.dqk_cols[h * c.head_dim..(h + 1) * c.head_dim].iter_mut().zip(&dg).for_each(|(a, b)| *a += b);
         }
     }
     out.dz2.extend(dz2);
@@ -490,9 +543,17 @@ mod finite_differences {
         assert!((fd - analytic).abs() <= 1e-6 * (1.0 + analytic.abs()), "{name}: finite difference {fd:e}, backward {analytic:e}");
     }
 
+    /// Without QK-norm (head_dim 8) and with it (head_dim 128, its only size).
     #[test]
     fn block_backward_matches_finite_differences() {
-        let c = BlockConfig { hidden: 16, ffn: 24, heads: 2, kv_heads: 1, head_dim: 8, eps: 1e-5, rope_theta: 10000.0 };
+        for (qk_norm, head_dim) in [(false, 8), (true, 128)] {
+            let c = BlockConfig { hidden: 16, ffn: 24, heads: 2, kv_heads: 1, head_dim, eps: 1e-5, rope_theta: 10000.0, qk_norm };
+            block_matches_finite_differences(&c);
+        }
+    }
+
+    fn block_matches_finite_differences(c: &BlockConfig) {
+        let c = *c;
         let (d, f, ka, q) = (c.hidden, c.ffn, c.attn_width(), c.qkv_width());
         let w = W {
             wo: values(d * ka, 1, -0.4, 0.4),
@@ -501,6 +562,7 @@ mod finite_differences {
             wd: values(d * f, 4, -0.3, 0.3),
             g2: values(d, 5, 0.5, 1.5),
             wqkv: values(q * d, 6, -0.4, 0.4),
+            qk: c.qk_norm.then(|| (values(c.head_dim, 14, 0.5, 1.5), values(c.head_dim, 15, 0.5, 1.5))),
         };
         let (attn, x0, pos) = (values(ka, 7, -1.0, 1.0), values(d, 8, -1.0, 1.0), 5.0);
         let (dx2, dqkv) = (values(d, 9, -1.0, 1.0), values(q, 10, -1.0, 1.0));
@@ -522,7 +584,7 @@ mod finite_differences {
         for i in picks(d) {
             close("dx0", fd(&mut x, i, &mut |x| loss(&w, &attn, x)), out.dx0[i]);
         }
-        let weights: [(&str, fn(&mut W) -> &mut Vec<f64>, &Vec<f64>); 6] = [
+        let mut weights: Vec<(&str, fn(&mut W) -> &mut Vec<f64>, &Vec<f64>)> = vec![
             ("dwo", |w| &mut w.wo, &g.dwo),
             ("dgamma1", |w| &mut w.g1, &g.dgamma1),
             ("dw_gate_up", |w| &mut w.wgu, &g.dw_gate_up),
@@ -530,9 +592,13 @@ mod finite_differences {
             ("dgamma2", |w| &mut w.g2, &g.dgamma2),
             ("dw_qkv", |w| &mut w.wqkv, &g.dw_qkv),
         ];
+        if c.qk_norm {
+            weights.push(("dq_norm", |w| &mut w.qk.as_mut().expect("QK-norm weights").0, &g.dq_norm));
+            weights.push(("dk_norm", |w| &mut w.qk.as_mut().expect("QK-norm weights").1, &g.dk_norm));
+        }
         for (name, field, grad) in weights {
             for i in picks(grad.len()) {
-                let mut wv = W { wo: w.wo.clone(), g1: w.g1.clone(), wgu: w.wgu.clone(), wd: w.wd.clone(), g2: w.g2.clone(), wqkv: w.wqkv.clone() };
+                let mut wv = w.clone();
                 let mut v = field(&mut wv).clone();
                 let numeric = fd(&mut v, i, &mut |v| {
                     *field(&mut wv) = v.to_vec();

@@ -121,7 +121,7 @@ fn single_gemm(
 fn realistic_rope(m: usize, n3: usize) -> Result<(Vec<f32>, Vec<f32>), Error> {
     let pos = (0..m).map(|i| (i % 4096) as f32).collect();
     let heads = n3 / 3 / 128;
-    let c = coda_llama::BlockConfig { hidden: n3 / 3, ffn: 8, heads, kv_heads: heads, head_dim: 128, eps: 1e-5, rope_theta: 10000.0 };
+    let c = coda_llama::BlockConfig { hidden: n3 / 3, ffn: 8, heads, kv_heads: heads, head_dim: 128, eps: 1e-5, rope_theta: 10000.0, qk_norm: false };
     Ok((pos, c.rope_freq()?))
 }
 

@@ -2,7 +2,7 @@
 //! they print why and pass without running. Run them on the GPU machine with
 //! the built test binary: `gpu [--quick | --sanitize] [--only NAME-PART]`.
 
-use coda_llama::HeadLoss;
+use coda_llama::{BlockConfig, HeadLoss};
 use coda_llama::programs as llama;
 use coda_runtime::{Choice, Error, Raster, RowPartials, Stream, Tensor, bf16};
 use coda_tests::host::Rng;
@@ -173,6 +173,32 @@ fn bad_inputs_are_errors(stream: &Stream) -> Result<(bool, String), Error> {
     expect("HeadBackwardState with 0 tokens", "tokens", HeadBackwardState::new(stream, &head, 0, 256).map(|_| ()));
     expect("HeadBackwardState with usize::MAX tokens", "tokens", HeadBackwardState::new(stream, &head, usize::MAX, 256).map(|_| ()));
     expect("HeadBackwardState with chunks of 100 rows", "chunk_rows", HeadBackwardState::new(stream, &head, 1000, 100).map(|_| ()));
+    // QK-norm's parts: weights, state and gradients given together, and its aux launches' rules.
+    let qk = block::config_qk_norm(256, 512);
+    let mut rng = Rng::new(9);
+    let mut hw = block::random_weights(&qk, &mut rng)?;
+    let qk_w = coda_llama::BlockWeights::upload(stream, qk, &hw)?;
+    let mut qk_state = BlockState::new(stream, &qk, 300)?;
+    let inp = block::random_inputs(&qk, 300, &mut rng);
+    let attn = Tensor::from_host(stream, &inp.attn, &[300, qk.attn_width()])?;
+    let x0 = Tensor::from_host(stream, &inp.x0, &[300, qk.hidden])?;
+    let pos = Tensor::from_host(stream, &inp.pos, &[300])?;
+    hw.qk_norm = None;
+    expect("QK-norm config, weights without its norms", "qk_norm", coda_llama::BlockWeights::upload(stream, qk, &hw).map(|_| ()));
+    let plain_w = coda_llama::BlockWeights::upload(stream, c, &block::random_weights(&c, &mut rng)?)?;
+    let mut qk_in_plain = BlockState::new(stream, &qk, 300)?;
+    expect("plain weights, a QK-norm state", "w", coda_llama::block_forward(stream, &plain_w, &attn, &x0, &pos, &mut qk_in_plain));
+    coda_llama::block_forward(stream, &qk_w, &attn, &x0, &pos, &mut qk_state)?;
+    let (mut bs, mut g) = (coda_llama::BackwardState::new(stream, &qk, 300)?, coda_llama::BlockGrads::new(stream, &qk, 300)?);
+    let (dx2, dqkv) = (Tensor::zeros(stream, &[300, qk.hidden])?, Tensor::zeros(stream, &[300, qk.qkv_width()])?);
+    coda_llama::block_backward(stream, &qk_w, &qk_state, &attn, &pos, &dx2, &dqkv, &mut bs, &mut g)?;
+    let mut out = Tensor::<f32>::zeros(stream, &[128])?;
+    let past_the_end = coda_runtime::aux::col_sums_grouped(stream, &bs.qk_gamma_partials, qk.qkv_width() - 64, 1, &mut out);
+    expect("col_sums_grouped past the last column", "groups", past_the_end);
+    let (v128, mut short) = (Tensor::<bf16>::zeros(stream, &[128])?, Tensor::<bf16>::zeros(stream, &[255])?);
+    expect("repeat_two into too short an output", "out", coda_runtime::aux::repeat_two(stream, &v128, 1, &v128, 1, &mut short));
+    let matrix = Tensor::<bf16>::zeros(stream, &[1, 128])?;
+    expect("repeat_two of a matrix", "a", coda_runtime::aux::repeat_two(stream, &matrix, 1, &v128, 1, &mut short));
     detail += &format!("    output untouched after the refused swizzle: {untouched}\n");
     Ok((pass && untouched, detail))
 }
@@ -413,6 +439,8 @@ fn main() {
         llama::linear_cross_entropy_save_softcap,
         llama::cross_entropy_grad_terms,
         llama::cross_entropy_grad_softcap,
+        llama::linear_rowscale_qk_norm_rope,
+        llama::qk_norm_rope_backward,
     ];
     assert_eq!(programs.len(), coda_tests::programs::kernels().len() + coda_llama::programs::kernels().len(), "every program");
     // Each compiled config of each program at every shape (the program's own
@@ -440,7 +468,8 @@ fn main() {
         Ok(s) => s,
         Err(e) => {
             println!("gpu tests: SKIPPED, {e}. Their results come from runs on an H200 (see README).");
-            let cases = generic.len() + ce.len() + 2 * blocks.len() + 1 + heads.len() + 1 + 12;
+            // The block cases (plain and QK-norm), the 8 loss variants and the 13 outcomes below.
+            let cases = generic.len() + ce.len() + 4 * blocks.len() + 2 + heads.len() + 8 + 13;
             println!("0 passed, 0 failed, {cases} skipped");
             return;
         }
@@ -463,6 +492,15 @@ fn main() {
     }
     run.case("block backward d=256 ffn=512 heads 2x128 kv 1, M=1000, every row and weight".into(), || {
         backward::backward_case(&stream, &small, 1000, 0, 23, true)
+    });
+    // The same with QK-norm.
+    let (big_qk, small_qk) = (BlockConfig { qk_norm: true, ..*big }, BlockConfig { qk_norm: true, ..small });
+    for &m in blocks {
+        run.case(format!("block forward, QK-norm, {big_name}, M={m}"), || block::forward_case(&stream, &big_qk, m, 128, 26));
+        run.case(format!("block backward, QK-norm, {big_name}, M={m}"), || backward::backward_case(&stream, &big_qk, m, 32, 27, false));
+    }
+    run.case("block backward, QK-norm, d=256 ffn=512 heads 2x128 kv 1, M=1000, every row and weight".into(), || {
+        backward::backward_case(&stream, &small_qk, 1000, 0, 28, true)
     });
     for &(d, v, m, chunk, full, fused) in heads {
         let what = if full { "every row and weight" } else { "sampled rows" };

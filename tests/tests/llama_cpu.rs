@@ -8,11 +8,12 @@ use coda_runtime::bf16;
 use coda_runtime::dsl::interp::{self, Inputs, Precision};
 use coda_llama::layout::{interleave_gate_up, qkv_from_checkpoint, rope_pairs_adjacent, rope_pairs_half, split_gate_up};
 use coda_llama::programs::{
-    cross_entropy_grad, linear_cross_entropy, linear_cross_entropy_backward, linear_cross_entropy_save, linear_dswiglu, linear_residual_rms_partial, linear_rowscale_rope,
-    linear_rowscale_swiglu_save, matmul, rms_input, rmsnorm_backward, rmsnorm_backward_head, rope_backward,
+    cross_entropy_grad, linear_cross_entropy, linear_cross_entropy_backward, linear_cross_entropy_save, linear_dswiglu, linear_residual_rms_partial,
+    linear_rowscale_qk_norm_rope, linear_rowscale_rope, linear_rowscale_swiglu_save, matmul, qk_norm_rope_backward, rms_input, rmsnorm_backward,
+    rmsnorm_backward_head, rope_backward,
 };
 use coda_tests::reference::{Path, backward_rows, forward_rows, head_rows};
-use coda_llama::{BlockConfig, HostWeights};
+use coda_llama::{BlockConfig, HostWeights, QkNorm};
 
 fn values(n: usize, seed: u64, scale: f64) -> Vec<f64> {
     coda_tests::host::Rng::new(seed).f64s(n, -scale, scale)
@@ -75,9 +76,15 @@ fn adjacent_pair_rope_matches_rotate_half() {
     assert!((score(&rotated_adj) - score(&rotated_half)).abs() < 1e-10);
 }
 
-fn small_block() -> (BlockConfig, HostWeights) {
-    let c = BlockConfig { hidden: 64, ffn: 96, heads: 4, kv_heads: 2, head_dim: 16, eps: 1e-5, rope_theta: 10000.0 };
-    let (d, f, ka) = (c.hidden, c.ffn, c.attn_width());
+/// A small block, and one with QK-norm (whose heads are 128 wide).
+fn small_blocks() -> [(BlockConfig, HostWeights); 2] {
+    let plain = BlockConfig { hidden: 64, ffn: 96, heads: 4, kv_heads: 2, head_dim: 16, eps: 1e-5, rope_theta: 10000.0, qk_norm: false };
+    let qk = BlockConfig { heads: 2, kv_heads: 1, head_dim: 128, qk_norm: true, ..plain };
+    [small_block(plain), small_block(qk)]
+}
+
+fn small_block(c: BlockConfig) -> (BlockConfig, HostWeights) {
+    let (d, f, ka, hd) = (c.hidden, c.ffn, c.attn_width(), c.head_dim);
     let w = HostWeights {
         wo: bf(&values(d * ka, 3, 0.2)),
         gamma1: bf(&values(d, 4, 0.5).iter().map(|g| 1.0 + g).collect::<Vec<_>>()),
@@ -85,15 +92,19 @@ fn small_block() -> (BlockConfig, HostWeights) {
         w_down: bf(&values(d * f, 7, 0.1)),
         gamma2: bf(&values(d, 8, 0.5).iter().map(|g| 1.0 + g).collect::<Vec<_>>()),
         w_qkv: bf(&qkv_from_checkpoint(
-            &values(c.heads * 16 * d, 9, 0.2),
-            &values(c.kv_heads * 16 * d, 10, 0.2),
-            &values(c.kv_heads * 16 * d, 11, 0.2),
+            &values(c.heads * hd * d, 9, 0.2),
+            &values(c.kv_heads * hd * d, 10, 0.2),
+            &values(c.kv_heads * hd * d, 11, 0.2),
             c.heads,
             c.kv_heads,
-            16,
+            hd,
             d,
         )
         .unwrap()),
+        qk_norm: c.qk_norm.then(|| {
+            let norm = |seed| bf(&values(hd, seed, 0.5).iter().map(|g| 1.0 + g).collect::<Vec<_>>());
+            QkNorm { q: norm(21), k: norm(22) }
+        }),
     };
     (c, w)
 }
@@ -147,11 +158,22 @@ fn assert_close(name: &str, ours: &[f64], theirs: &[f64]) {
 
 type Run<'a> = dyn Fn(&coda_runtime::dsl::Program, usize, Vec<f64>, Vec<(&str, Vec<f64>)>) -> HashMap<String, Vec<f64>> + 'a;
 
-fn interpreter(m: usize) -> impl Fn(&coda_runtime::dsl::Program, usize, Vec<f64>, Vec<(&str, Vec<f64>)>) -> HashMap<String, Vec<f64>> {
+/// The interpreter over `m` rows; the programs' one scalar is the norm's `eps`.
+fn interpreter(m: usize, eps: f32) -> impl Fn(&coda_runtime::dsl::Program, usize, Vec<f64>, Vec<(&str, Vec<f64>)>) -> HashMap<String, Vec<f64>> {
     move |p, n, acc, t| {
         let tensors: HashMap<String, Vec<f64>> = t.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
-        interp::evaluate(p, m, n, &Inputs { acc, tensors, scalars: HashMap::new() }, Precision::F64).unwrap()
+        let scalars = p.scalar_params().into_iter().map(|s| (s, eps as f64)).collect();
+        interp::evaluate(p, m, n, &Inputs { acc, tensors, scalars }, Precision::F64).unwrap()
     }
+}
+
+/// QK-norm's weights laid over the qkv columns, as the forward's aux launch lays them.
+fn qk_gamma(c: &BlockConfig, w: &HostWeights) -> Vec<f64> {
+    let n = w.qk_norm.as_ref().expect("QK-norm weights");
+    let (q, k) = (up(&n.q), up(&n.k));
+    let mut g: Vec<f64> = (0..c.heads).flat_map(|_| q.clone()).chain((0..c.kv_heads).flat_map(|_| k.clone())).collect();
+    g.resize(c.qkv_width(), 0.0);
+    g
 }
 
 struct Fused {
@@ -173,25 +195,32 @@ fn fused_forward(run: &Run, c: &BlockConfig, w: &HostWeights, attn: &[bf16], x0:
     let o3 = run(&p1, d, gemm_nt(&o2["y"], &up(&w.w_down), f), vec![("residual", o1["h"].clone()), ("gamma", up(&w.gamma2))]);
     let r2 = interp::rms_from_partials(&o3["sq"], p1.n_tiles(d), d, c.eps as f64);
     let freq: Vec<f64> = c.rope_freq().unwrap().iter().map(|&v| v as f64).collect();
-    let o4 = run(
-        &linear_rowscale_rope::program(),
-        c.qkv_width(),
-        gemm_nt(&o3["u"], &up(&w.w_qkv), d),
-        vec![("r", r2.clone()), ("pos", pos.to_vec()), ("freq", freq)],
-    );
+    let mut inputs = vec![("r", r2.clone()), ("pos", pos.to_vec()), ("freq", freq)];
+    let qkv = if c.qk_norm {
+        inputs.push(("gamma", qk_gamma(c, w)));
+        linear_rowscale_qk_norm_rope::program()
+    } else {
+        linear_rowscale_rope::program()
+    };
+    let o4 = run(&qkv, c.qkv_width(), gemm_nt(&o3["u"], &up(&w.w_qkv), d), inputs);
     Fused { o1, r1, o2, o3, r2, o4 }
 }
 
 #[test]
 fn reparameterised_forward_equals_the_standard_block_in_f64() {
-    let (c, w) = small_block();
+    for (c, w) in small_blocks() {
+        forward_equals_the_standard_block(&c, &w);
+    }
+}
+
+fn forward_equals_the_standard_block(c: &BlockConfig, w: &HostWeights) {
     let (m, d, ka) = (6, c.hidden, c.attn_width());
     let (attn, x0) = (bf(&values(m * ka, 12, 1.0)), bf(&values(m * d, 13, 1.0)));
     let pos: Vec<f32> = (0..m).map(|i| (i * 37) as f32).collect();
     let rows: Vec<usize> = (0..m).collect();
-    let std = forward_rows(&c, &w, &attn, &x0, &pos, &rows, Path::F64);
+    let std = forward_rows(c, w, &attn, &x0, &pos, &rows, Path::F64);
     let pos64: Vec<f64> = pos.iter().map(|&v| v as f64).collect();
-    let o = fused_forward(&interpreter(m), &c, &w, &attn, &x0, &pos64);
+    let o = fused_forward(&interpreter(m, c.eps), c, w, &attn, &x0, &pos64);
     for (name, ours, theirs) in [
         ("x1", &o.o1["h"], &std.x1),
         ("z1", &o.o2["z"], &std.z1),
@@ -201,27 +230,51 @@ fn reparameterised_forward_equals_the_standard_block_in_f64() {
     ] {
         assert_close(name, ours, theirs);
     }
+    if c.qk_norm {
+        assert_close("z2 (qkv before QK-norm)", &o.o4["z"], &std.z2);
+    }
 }
 
 /// Every gradient of the block (inputs, weights, norm weights) from the
 /// backward's epilogue programs equals the standard backward's.
 #[test]
 fn reparameterised_backward_equals_the_standard_block_in_f64() {
-    let (c, w) = small_block();
+    for (c, w) in small_blocks() {
+        backward_equals_the_standard_block(&c, &w);
+    }
+}
+
+fn backward_equals_the_standard_block(c: &BlockConfig, w: &HostWeights) {
+    let (c, w) = (*c, w);
     let (m, d, f, ka, q) = (7, c.hidden, c.ffn, c.attn_width(), c.qkv_width());
     let (attn, x0) = (bf(&values(m * ka, 14, 1.0)), bf(&values(m * d, 15, 1.0)));
     let (dx2, dqkv) = (bf(&values(m * d, 16, 0.5)), bf(&values(m * q, 17, 0.5)));
     let pos: Vec<f32> = (0..m).map(|i| (i * 53) as f32).collect();
     let pos64: Vec<f64> = pos.iter().map(|&v| v as f64).collect();
     let rows: Vec<usize> = (0..m).collect();
-    let (std, std_w) = backward_rows(&c, &w, &attn, &x0, &pos, &dx2, &dqkv, &rows, Path::F64, true);
+    let (std, std_w) = backward_rows(&c, w, &attn, &x0, &pos, &dx2, &dqkv, &rows, Path::F64, true);
 
-    let run = interpreter(m);
-    let fw = fused_forward(&run, &c, &w, &attn, &x0, &pos64);
+    let run = interpreter(m, c.eps);
+    let fw = fused_forward(&run, &c, w, &attn, &x0, &pos64);
     let inv_d = 1.0 / d as f64;
     let freq: Vec<f64> = c.rope_freq().unwrap().iter().map(|&v| v as f64).collect();
-    let rope = rope_backward::program();
-    let b1 = run(&rope, q, vec![], vec![("dy", up(&dqkv)), ("y", fw.o4["y"].clone()), ("pos", pos64), ("freq", freq)]);
+    let (rope, b1) = if c.qk_norm {
+        let p = qk_norm_rope_backward::program();
+        let inputs = vec![("dy", up(&dqkv)), ("z", fw.o4["z"].clone()), ("pos", pos64), ("freq", freq), ("gamma", qk_gamma(&c, w))];
+        let b1 = run(&p, q, vec![], inputs);
+        // QK-norm's weight gradients: the column sums, then the sums over the q heads and over the k heads.
+        let cols = col_sums(&b1["dgamma"], q);
+        let heads = |first: usize, count: usize| -> Vec<f64> {
+            (0..c.head_dim).map(|j| (0..count).map(|h| cols[first + h * c.head_dim + j]).sum()).collect()
+        };
+        assert_close("QK-norm dγ of q", &heads(0, c.heads), &std_w.dq_norm);
+        assert_close("QK-norm dγ of k", &heads(c.heads * c.head_dim, c.kv_heads), &std_w.dk_norm);
+        (p, b1)
+    } else {
+        let p = rope_backward::program();
+        let b1 = run(&p, q, vec![], vec![("dy", up(&dqkv)), ("y", fw.o4["y"].clone()), ("pos", pos64), ("freq", freq)]);
+        (p, b1)
+    };
     let s2 = row_sums(&b1["dot"], rope.n_tiles(q), inv_d);
     let norm = rmsnorm_backward::program();
     let b2 = run(
@@ -274,7 +327,7 @@ fn reparameterised_head_equals_the_standard_tail_in_f64() {
     let rows: Vec<usize> = (0..m).collect();
     let (std, std_w) = head_rows(&x, &gamma, &w, &targets, eps as f32, &Default::default(), &rows, Path::F64);
 
-    let run = interpreter(m);
+    let run = interpreter(m, 1e-5);
     let t64: Vec<f64> = targets.iter().map(|&t| t as f64).collect();
     let ri = rms_input::program();
     let a = run(&ri, d, vec![], vec![("x", up(&x)), ("gamma", up(&gamma))]);

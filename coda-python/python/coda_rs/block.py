@@ -21,10 +21,17 @@ The saved intermediates (``x1``, ``r1``, ``z1``, ``y1``, ``x2``, ``r2``,
 ``qkv``) are PyTorch tensors; weight gradients are summed in f32 by the
 kernels and returned in the weights' dtype (bf16).
 
+With ``BlockConfig(qk_norm=True)`` (Qwen3 / OLMo 2 QK-norm; ``head_dim``
+128) each q and k head is RMS-normalised over its columns and scaled by
+``q_norm`` / ``k_norm`` (``[head_dim]`` each, in the kernels' pair order:
+``coda_rs.llama.head_vector_from_checkpoint``) before RoPE, inside the same
+epilogue; the weights then take those two as their seventh and eighth.
+
 Needs PyTorch (``import coda_rs.block`` imports it).
 """
 
 from dataclasses import dataclass
+from typing import Optional
 
 import torch
 
@@ -39,7 +46,8 @@ _BF16, _F32 = torch.bfloat16, torch.float32
 @dataclass(frozen=True)
 class BlockConfig:
     """A block's shapes: hidden size ``d``, FFN width ``f``, attention heads
-    and kv heads of ``head_dim``, the RMSNorm ``eps`` and RoPE base."""
+    and kv heads of ``head_dim``, the RMSNorm ``eps`` and RoPE base, and
+    whether q and k are normalised per head (``qk_norm``)."""
 
     hidden: int
     ffn: int
@@ -48,12 +56,13 @@ class BlockConfig:
     head_dim: int
     eps: float = 1e-5
     rope_theta: float = 10000.0
+    qk_norm: bool = False
 
     def __post_init__(self):
         _coda.block_check(self._native())
 
     def _native(self):
-        return (self.hidden, self.ffn, self.heads, self.kv_heads, self.head_dim, self.eps, self.rope_theta)
+        return (self.hidden, self.ffn, self.heads, self.kv_heads, self.head_dim, self.eps, self.rope_theta, self.qk_norm)
 
 
 def rope_freq(config, device):
@@ -84,6 +93,8 @@ def _forward(
     gamma2: torch.Tensor,
     w_qkv: torch.Tensor,
     freq: torch.Tensor,
+    q_norm: Optional[torch.Tensor],
+    k_norm: Optional[torch.Tensor],
     hidden: int,
     ffn: int,
     heads: int,
@@ -91,29 +102,39 @@ def _forward(
     head_dim: int,
     eps: float,
     rope_theta: float,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    qk_norm: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     (m, device), d, f, qw = _rows("x0", x0), hidden, ffn, (heads + 2 * kv_heads) * head_dim
     e = lambda *shape, dtype=_BF16: torch.empty(shape, dtype=dtype, device=x0.device)  # noqa: E731
     x1, u1, r1, z1, y1 = e(m, d), e(m, d), e(m, dtype=_F32), e(m, 2 * f), e(m, f)
     x2, u2, r2, qkv = e(m, d), e(m, d), e(m, dtype=_F32), e(m, qw)
+    # QK-norm's pre-norm qkv and its weights over the columns (empty without it).
+    z2, qk_gamma = (e(m, qw), e(qw)) if qk_norm else (e(0), e(0))
     with torch.cuda.device(device):
         _coda.block_forward(
             device,
-            (d, f, heads, kv_heads, head_dim, eps, rope_theta),
-            [t.detach() for t in (wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, freq)],
+            (d, f, heads, kv_heads, head_dim, eps, rope_theta, qk_norm),
+            [t.detach() for t in (wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, freq) + _qk(qk_norm, q_norm, k_norm)],
             attn.detach(),
             x0.detach(),
             pos.detach(),
-            [x1, u1, r1, z1, y1, x2, u2, r2, qkv],
+            [x1, u1, r1, z1, y1, x2, u2, r2, qkv] + ([z2, qk_gamma] if qk_norm else []),
         )
-    return x2, qkv, x1, r1, z1, y1, r2
+    return x2, qkv, x1, r1, z1, y1, r2, z2, qk_gamma
+
+
+def _qk(qk_norm, *tensors):
+    """QK-norm's tensors where the config has it (the native side refuses a
+    missing one by name), else none of them."""
+    return tuple(t for t in tensors if t is not None) if qk_norm else ()
 
 
 @_forward.register_fake
-def _(attn, x0, pos, wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, freq, hidden, ffn, heads, kv_heads, head_dim, eps, rope_theta):
+def _(attn, x0, pos, wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, freq, q_norm, k_norm, hidden, ffn, heads, kv_heads, head_dim, eps, rope_theta, qk_norm):
     m, d, f, qw = x0.shape[0], hidden, ffn, (heads + 2 * kv_heads) * head_dim
     e = lambda *shape, dtype=_BF16: x0.new_empty(shape, dtype=dtype)  # noqa: E731
-    return e(m, d), e(m, qw), e(m, d), e(m, dtype=_F32), e(m, 2 * f), e(m, f), e(m, dtype=_F32)
+    z2, qk_gamma = (e(m, qw), e(qw)) if qk_norm else (e(0), e(0))
+    return e(m, d), e(m, qw), e(m, d), e(m, dtype=_F32), e(m, 2 * f), e(m, f), e(m, dtype=_F32), z2, qk_gamma
 
 
 @torch.library.custom_op("coda_rs::block_backward", mutates_args=())
@@ -129,6 +150,8 @@ def _backward(
     gamma2: torch.Tensor,
     w_qkv: torch.Tensor,
     freq: torch.Tensor,
+    q_norm: Optional[torch.Tensor],
+    k_norm: Optional[torch.Tensor],
     x1: torch.Tensor,
     r1: torch.Tensor,
     z1: torch.Tensor,
@@ -136,6 +159,8 @@ def _backward(
     x2: torch.Tensor,
     r2: torch.Tensor,
     qkv: torch.Tensor,
+    z2: torch.Tensor,
+    qk_gamma: torch.Tensor,
     hidden: int,
     ffn: int,
     heads: int,
@@ -143,74 +168,85 @@ def _backward(
     head_dim: int,
     eps: float,
     rope_theta: float,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    qk_norm: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     (m, device), d, f = _rows("x1", x1), hidden, ffn
     qw, aw = (heads + 2 * kv_heads) * head_dim, heads * head_dim
     e = lambda *shape, dtype=_BF16: torch.empty(shape, dtype=dtype, device=x1.device)  # noqa: E731
     work = [e(m, qw), e(m, dtype=_F32), e(m, d), e(m, d), e(m, 2 * f), e(m, dtype=_F32), e(m, d)]
     grads = [e(m, aw), e(m, d)] + [e(*s, dtype=_F32) for s in ((d, aw), (d,), (2 * f, d), (d, f), (d,), (qw, d))]
+    # QK-norm's weight gradients (empty without it).
+    dqk = [e(head_dim, dtype=_F32), e(head_dim, dtype=_F32)] if qk_norm else [e(0, dtype=_F32), e(0, dtype=_F32)]
     with torch.cuda.device(device):
         _coda.block_backward(
             device,
-            (d, f, heads, kv_heads, head_dim, eps, rope_theta),
-            [t.detach() for t in (wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, freq)],
-            [t.detach() for t in (x1, r1, z1, y1, x2, r2, qkv)],
+            (d, f, heads, kv_heads, head_dim, eps, rope_theta, qk_norm),
+            [t.detach() for t in (wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, freq) + _qk(qk_norm, q_norm, k_norm)],
+            [t.detach() for t in (x1, r1, z1, y1, x2, r2, qkv) + _qk(qk_norm, z2, qk_gamma)],
             attn.detach(),
             pos.detach(),
             dx2.detach(),
             dqkv.detach(),
             work,
-            grads,
+            grads + (dqk if qk_norm else []),
         )
-    return tuple(grads)
+    return tuple(grads + dqk)
 
 
 @_backward.register_fake
-def _(attn, pos, dx2, dqkv, wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, freq, x1, r1, z1, y1, x2, r2, qkv, hidden, ffn, heads, kv_heads, head_dim, *_):
+def _(attn, pos, dx2, dqkv, wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, freq, q_norm, k_norm, x1, r1, z1, y1, x2, r2, qkv, z2, qk_gamma,
+      hidden, ffn, heads, kv_heads, head_dim, eps, rope_theta, qk_norm):
     m, d, f = x1.shape[0], hidden, ffn
     qw, aw = (heads + 2 * kv_heads) * head_dim, heads * head_dim
     e = lambda *shape, dtype=_BF16: x1.new_empty(shape, dtype=dtype)  # noqa: E731
-    return (e(m, aw), e(m, d)) + tuple(e(*s, dtype=_F32) for s in ((d, aw), (d,), (2 * f, d), (d, f), (d,), (qw, d)))
+    n = head_dim if qk_norm else 0
+    return (e(m, aw), e(m, d)) + tuple(e(*s, dtype=_F32) for s in ((d, aw), (d,), (2 * f, d), (d, f), (d,), (qw, d), (n,), (n,)))
 
 
 def _setup_context(ctx, inputs, output):
-    attn, x0, pos, wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, freq, *config = inputs
-    x2, qkv, x1, r1, z1, y1, r2 = output
-    ctx.save_for_backward(attn, pos, wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, freq, x1, r1, z1, y1, x2, r2, qkv)
+    attn, x0, pos, wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, freq, q_norm, k_norm, *config = inputs
+    x2, qkv, x1, r1, z1, y1, r2, z2, qk_gamma = output
+    ctx.save_for_backward(attn, pos, wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, freq, q_norm, k_norm, x1, r1, z1, y1, x2, r2, qkv, z2, qk_gamma)
     ctx.config = config
-    ctx.mark_non_differentiable(x1, r1, z1, y1, r2)
+    ctx.mark_non_differentiable(x1, r1, z1, y1, r2, z2, qk_gamma)
     # The intermediates have no gradient; without this autograd would fill
     # a zero tensor for each ([M, 2F] for z1) before every backward.
     ctx.set_materialize_grads(False)
 
 
 def _grad(ctx, dx2, dqkv, *_intermediates):
-    attn, pos, wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, freq, x1, r1, z1, y1, x2, r2, qkv = ctx.saved_tensors
+    attn, pos, wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, freq, q_norm, k_norm, x1, r1, z1, y1, x2, r2, qkv, z2, qk_gamma = ctx.saved_tensors
     # An output unused by the loss has no gradient; the kernels want dense ones.
     dx2 = torch.zeros_like(x2) if dx2 is None else dx2.contiguous()
     dqkv = torch.zeros_like(qkv) if dqkv is None else dqkv.contiguous()
-    dattn, dx0, dwo, dg1, dwgu, dwd, dg2, dwqkv = torch.ops.coda_rs.block_backward(
-        attn, pos, dx2, dqkv, wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, freq, x1, r1, z1, y1, x2, r2, qkv, *ctx.config
+    dattn, dx0, dwo, dg1, dwgu, dwd, dg2, dwqkv, dqn, dkn = torch.ops.coda_rs.block_backward(
+        attn, pos, dx2, dqkv, wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, freq, q_norm, k_norm, x1, r1, z1, y1, x2, r2, qkv, z2, qk_gamma,
+        *ctx.config
     )
-    like = lambda g, w: g.to(w.dtype)  # noqa: E731
+    like = lambda g, w: None if w is None else g.to(w.dtype)  # noqa: E731
     weights = (like(dwo, wo), like(dg1, gamma1), like(dwgu, w_gate_up), like(dwd, w_down), like(dg2, gamma2), like(dwqkv, w_qkv))
-    return (dattn, dx0, None) + weights + (None,) * 8
+    return (dattn, dx0, None) + weights + (None, like(dqn, q_norm), like(dkn, k_norm)) + (None,) * 8
 
 
 _forward.register_autograd(_grad, setup_context=_setup_context)
 
 
+_WEIGHT_NAMES = "wo, gamma1, w_gate_up, w_down, gamma2, w_qkv"
+
+
 def block(attn, x0, pos, weights, config, freq=None):
     """``(x2, qkv)`` of the block for ``attn``, ``x0``, ``pos``;
     ``weights`` = ``(wo, gamma1, w_gate_up, w_down, gamma2, w_qkv)`` in the
-    kernels' layout, ``config`` a ``BlockConfig``, ``freq`` its
-    ``rope_freq`` (made here if not given). Differentiable in ``attn``,
-    ``x0`` and the weights."""
-    if len(weights) != 6:
-        raise argument_error("weights", f"{len(weights)} given, want 6: (wo, gamma1, w_gate_up, w_down, gamma2, w_qkv)")
+    kernels' layout, and ``q_norm, k_norm`` after them with QK-norm;
+    ``config`` a ``BlockConfig``, ``freq`` its ``rope_freq`` (made here if
+    not given). Differentiable in ``attn``, ``x0`` and the weights."""
+    want, names = (8, _WEIGHT_NAMES + ", q_norm, k_norm") if config.qk_norm else (6, _WEIGHT_NAMES)
+    if len(weights) != want:
+        raise argument_error("weights", f"{len(weights)} given, want {want}: ({names})")
     if freq is None:
         freq = rope_freq(config, x0.device)
-    x2, qkv, *_ = torch.ops.coda_rs.block_forward(attn, x0, pos, *weights, freq, *config._native())
+    q_norm, k_norm = weights[6:] if config.qk_norm else (None, None)
+    x2, qkv, *_ = torch.ops.coda_rs.block_forward(attn, x0, pos, *weights[:6], freq, q_norm, k_norm, *config._native())
     return x2, qkv
 
 
@@ -227,6 +263,8 @@ class Block(torch.nn.Module):
         p = lambda *shape: torch.nn.Parameter(torch.empty(shape, dtype=_BF16, device=device))  # noqa: E731
         self.wo, self.gamma1, self.w_gate_up = p(c.hidden, aw), p(c.hidden), p(2 * c.ffn, c.hidden)
         self.w_down, self.gamma2, self.w_qkv = p(c.hidden, c.ffn), p(c.hidden), p(qw, c.hidden)
+        if c.qk_norm:
+            self.q_norm, self.k_norm = p(c.head_dim), p(c.head_dim)
         self.register_buffer("freq", rope_freq(c, device or "cpu"), persistent=False)
         self.reset_parameters()
 
@@ -235,14 +273,18 @@ class Block(torch.nn.Module):
         with torch.no_grad():
             for w in (self.wo, self.w_gate_up, self.w_down, self.w_qkv):
                 w.normal_(0.0, std)
-            self.gamma1.fill_(1.0)
-            self.gamma2.fill_(1.0)
+            for g in self.weights()[6:] + (self.gamma1, self.gamma2):
+                g.fill_(1.0)
 
     @classmethod
-    def from_checkpoint(cls, config, *, wo, gamma1, gate, up, down, gamma2, wq, wk, wv):
+    def from_checkpoint(cls, config, *, wo, gamma1, gate, up, down, gamma2, wq, wk, wv, q_norm=None, k_norm=None):
         """A block from a standard Llama layer's weights (``Linear``
-        layouts; q and k with the rotate-half RoPE convention), on their device."""
-        from .llama import gate_up_from_checkpoint, qkv_from_checkpoint
+        layouts; q and k with the rotate-half RoPE convention, as are QK-norm's
+        ``q_norm`` and ``k_norm``, given exactly when ``config.qk_norm``), on their device."""
+        from .llama import gate_up_from_checkpoint, head_vector_from_checkpoint, qkv_from_checkpoint
+
+        if config.qk_norm != (q_norm is not None and k_norm is not None):
+            raise argument_error("q_norm", "q_norm and k_norm are needed exactly when config.qk_norm is set")
 
         b = cls(config, device=wo.device)
         with torch.no_grad():
@@ -252,10 +294,14 @@ class Block(torch.nn.Module):
             b.w_down.copy_(down)
             b.gamma2.copy_(gamma2)
             b.w_qkv.copy_(qkv_from_checkpoint(wq, wk, wv, config.heads, config.kv_heads))
+            if config.qk_norm:
+                b.q_norm.copy_(head_vector_from_checkpoint(q_norm))
+                b.k_norm.copy_(head_vector_from_checkpoint(k_norm))
         return b
 
     def weights(self):
-        return (self.wo, self.gamma1, self.w_gate_up, self.w_down, self.gamma2, self.w_qkv)
+        qk = (self.q_norm, self.k_norm) if self.config.qk_norm else ()
+        return (self.wo, self.gamma1, self.w_gate_up, self.w_down, self.gamma2, self.w_qkv) + qk
 
     def forward(self, attn, x0, pos):
         return block(attn, x0, pos, self.weights(), self.config, self.freq)

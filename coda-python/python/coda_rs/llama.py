@@ -22,6 +22,8 @@ __all__ = [
     "coda_state_dict",
     "gate_up_from_checkpoint",
     "gate_up_to_checkpoint",
+    "head_vector_from_checkpoint",
+    "head_vector_to_checkpoint",
     "hf_state_dict",
     "qkv_from_checkpoint",
     "qkv_to_checkpoint",
@@ -85,6 +87,24 @@ def qkv_to_checkpoint(w_qkv, heads, kv_heads):
     head_dim = rows // (heads + 2 * kv_heads)
     q, k, v = _coda.qkv_to_checkpoint(w, heads, kv_heads, head_dim, d, size)
     return rebuild(q, heads * head_dim, d), rebuild(k, kv_heads * head_dim, d), rebuild(v, kv_heads * head_dim, d)
+
+
+def head_vector_from_checkpoint(v):
+    """A per-head vector ``[head_dim]`` (QK-norm's ``q_norm.weight``) in the
+    kernels' RoPE pair order, from the rotate-half order."""
+    return _head_vector(v, True)
+
+
+def head_vector_to_checkpoint(v):
+    """The inverse of ``head_vector_from_checkpoint``."""
+    return _head_vector(v, False)
+
+
+def _head_vector(v, to_adjacent):
+    if len(v.shape) != 1:
+        raise ValueError(f"expected a vector [head_dim], got shape {tuple(v.shape)}")
+    w, size, rows, _, rebuild = _raw(v.reshape(-1, 1))
+    return rebuild(_coda.rope_pairs(w, 1, rows, 1, to_adjacent, size), rows, 1).reshape(-1)
 
 
 def _layer(i):

@@ -12,7 +12,8 @@ use coda_tests::baseline::{CublasLt, CublasLtFp8, Fp8Scaling};
 use coda_runtime::dsl::Program;
 use coda_runtime::{Choice, Kernel, Stream, Tensor, bench, bf16};
 use coda_llama::programs::{
-    linear_cross_entropy, linear_residual_rms_partial, linear_rowscale_rope, linear_rowscale_swiglu, rmsnorm_backward,
+    linear_cross_entropy, linear_residual_rms_partial, linear_rowscale_qk_norm_rope, linear_rowscale_rope, linear_rowscale_swiglu,
+    rmsnorm_backward,
 };
 use coda_tests::block;
 use coda_tests::harness::Setup;
@@ -53,6 +54,7 @@ fn main() {
             ("llama residual_rms_partial", &linear_residual_rms_partial::KERNEL, linear_residual_rms_partial::program(), (n, n, n)),
             ("llama rowscale_swiglu", &linear_rowscale_swiglu::KERNEL, linear_rowscale_swiglu::program(), (n, 2 * n, n)),
             ("llama rowscale_rope", &linear_rowscale_rope::KERNEL, linear_rowscale_rope::program(), (n, 3 * n, n)),
+            ("llama qk_norm_rope", &linear_rowscale_qk_norm_rope::KERNEL, linear_rowscale_qk_norm_rope::program(), (n, 3 * n, n)),
             ("llama cross_entropy", &linear_cross_entropy::KERNEL, linear_cross_entropy::program(), (n, 32768, n)),
             ("qk_norm_rope", &qk_norm_rope::KERNEL, qk_norm_rope::program(), (n, 3 * n, n)),
             ("block_amax", &block_amax::KERNEL, block_amax::program(), (n, n, n)),
@@ -67,6 +69,7 @@ fn main() {
     for (name, kernel, program) in [
         ("qk_norm_rope", &qk_norm_rope::KERNEL, qk_norm_rope::program()),
         ("llama rowscale_rope", &linear_rowscale_rope::KERNEL, linear_rowscale_rope::program()),
+        ("llama qk_norm_rope", &linear_rowscale_qk_norm_rope::KERNEL, linear_rowscale_qk_norm_rope::program()),
     ] {
         for (i, v) in kernel.variants().iter().enumerate() {
             let choice = Choice { variant: i, config: v.config(), ..Choice::own(kernel) };
@@ -101,12 +104,17 @@ fn main() {
         return;
     }
     println!("\nblock, 16384 tokens: fused vs the sum of its bare cuBLASLt GEMMs (forward: 4; forward+backward: 4 + 4 input-gradient + 4 weight-gradient)");
-    println!("{:>6} {:>7} {:>10} {:>10} {:>7} {:>12} {:>12} {:>7}", "d", "ffn", "fwd ms", "GEMMs ms", "ratio", "fwd+bwd ms", "GEMMs ms", "ratio");
+    println!(
+        "{:>6} {:>7} {:>8} {:>10} {:>10} {:>7} {:>12} {:>12} {:>7}",
+        "d", "ffn", "QK-norm", "fwd ms", "GEMMs ms", "ratio", "fwd+bwd ms", "GEMMs ms", "ratio"
+    );
     let sizes: &[(usize, usize)] = if quick { &[(2048, 8192)] } else { &[(2048, 8192), (4096, 11008), (8192, 28672)] };
-    for &(d, ffn) in sizes {
-        let t = block::time_block(&stream, &block::config(d, ffn), 16384, samples, reps.min(5)).expect("block timing");
+    for (&(d, ffn), qk_norm) in sizes.iter().flat_map(|s| [(s, false), (s, true)]) {
+        let c = if qk_norm { block::config_qk_norm(d, ffn) } else { block::config(d, ffn) };
+        let t = block::time_block(&stream, &c, 16384, samples, reps.min(5)).expect("block timing");
         println!(
-            "{d:>6} {ffn:>7} {:>10.4} {:>10.4} {:>7.3} {:>12.4} {:>12.4} {:>7.3}",
+            "{d:>6} {ffn:>7} {:>8} {:>10.4} {:>10.4} {:>7.3} {:>12.4} {:>12.4} {:>7.3}",
+            if qk_norm { "yes" } else { "no" },
             t.forward,
             t.forward_gemms,
             t.forward / t.forward_gemms,
