@@ -286,8 +286,9 @@ pub fn block_backward<W: Storage, F: Storage, B: Storage, G: Storage>(
             aux::col_sums_grouped(stream, &bs.qk_gamma_partials, q_cols, c.kv_heads, &mut gn.k)?;
         }
         (wn, sn, _) => {
-            let name = if wn.is_none() { "w" } else if sn.is_none() { "fwd" } else { "g" };
-            return Err(Error::arg(name, "QK-norm weights, forward state and gradients must all be given or all be None"));
+            // The weights match their config (from_parts): the part that differs from them is named.
+            let name = if sn.is_some() != wn.is_some() { "fwd" } else { "g" };
+            return Err(Error::arg(name, "must have QK-norm's tensors exactly when the weights' config has qk_norm"));
         }
     }
     aux::row_sums(stream, &bs.s2_partials, inv_d, &mut bs.s2)?;

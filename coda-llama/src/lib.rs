@@ -260,7 +260,8 @@ impl<S: Storage> BlockWeights<S> {
     /// layout; a `config` that fails [`BlockConfig::check`] or a tensor of
     /// another shape is [`Error::Arg`] naming it, as is `qk_norm` given
     /// where the config has none or missing where it has. `rope_freq` must
-    /// hold [`BlockConfig::rope_freq`]'s values (not checked: it is device memory).
+    /// hold [`BlockConfig::rope_freq`]'s values (not checked: it is device
+    /// memory; with QK-norm its zeros also mark the v columns, which are not normalised).
     #[allow(clippy::too_many_arguments)]
     pub fn from_parts(
         config: BlockConfig,
@@ -450,8 +451,8 @@ pub fn block_forward<W: Storage, S: Storage>(
         }
     }
     if w.qk_norm.is_some() != s.qk_norm.is_some() {
-        let name = if w.qk_norm.is_some() { "s" } else { "w" };
-        return Err(Error::arg(name, "QK-norm weights and state must both be given or both be None"));
+        // The weights match their config (from_parts), so the state is the part that differs.
+        return Err(Error::arg("s", "must have QK-norm's tensors exactly when the weights' config has qk_norm"));
     }
     residual_norm::launch(
         stream,

@@ -187,7 +187,7 @@ fn bad_inputs_are_errors(stream: &Stream) -> Result<(bool, String), Error> {
     expect("QK-norm config, weights without its norms", "qk_norm", coda_llama::BlockWeights::upload(stream, qk, &hw).map(|_| ()));
     let plain_w = coda_llama::BlockWeights::upload(stream, c, &block::random_weights(&c, &mut rng)?)?;
     let mut qk_in_plain = BlockState::new(stream, &qk, 300)?;
-    expect("plain weights, a QK-norm state", "w", coda_llama::block_forward(stream, &plain_w, &attn, &x0, &pos, &mut qk_in_plain));
+    expect("plain weights, a QK-norm state", "s", coda_llama::block_forward(stream, &plain_w, &attn, &x0, &pos, &mut qk_in_plain));
     coda_llama::block_forward(stream, &qk_w, &attn, &x0, &pos, &mut qk_state)?;
     let (mut bs, mut g) = (coda_llama::BackwardState::new(stream, &qk, 300)?, coda_llama::BlockGrads::new(stream, &qk, 300)?);
     let (dx2, dqkv) = (Tensor::zeros(stream, &[300, qk.hidden])?, Tensor::zeros(stream, &[300, qk.qkv_width()])?);

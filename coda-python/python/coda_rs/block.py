@@ -18,7 +18,7 @@ adjacent; ``attn`` ``[M, heads·head_dim]``, ``x0`` ``[M, d]`` bf16, ``pos``
 ``[M]`` f32 (token positions). Every tensor is a contiguous CUDA tensor of
 one device; a broken rule raises ``ArgumentError`` naming the argument.
 The saved intermediates (``x1``, ``r1``, ``z1``, ``y1``, ``x2``, ``r2``,
-``qkv``) are PyTorch tensors; weight gradients are summed in f32 by the
+``qkv``, and with QK-norm ``z2`` and its weights over the columns) are PyTorch tensors; weight gradients are summed in f32 by the
 kernels and returned in the weights' dtype (bf16).
 
 With ``BlockConfig(qk_norm=True)`` (Qwen3 / OLMo 2 QK-norm; ``head_dim``
@@ -283,8 +283,9 @@ class Block(torch.nn.Module):
         ``q_norm`` and ``k_norm``, given exactly when ``config.qk_norm``), on their device."""
         from .llama import gate_up_from_checkpoint, head_vector_from_checkpoint, qkv_from_checkpoint
 
-        if config.qk_norm != (q_norm is not None and k_norm is not None):
-            raise argument_error("q_norm", "q_norm and k_norm are needed exactly when config.qk_norm is set")
+        for name, v in (("q_norm", q_norm), ("k_norm", k_norm)):
+            if config.qk_norm != (v is not None):
+                raise argument_error(name, "is given exactly when config.qk_norm is set")
 
         b = cls(config, device=wo.device)
         with torch.no_grad():
