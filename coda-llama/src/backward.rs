@@ -222,11 +222,7 @@ impl<S: Storage> BlockGrads<S> {
         shaped("dw_down", &g.dw_down, &[d, f])?;
         shaped("dgamma2", &g.dgamma2, &[d])?;
         shaped("dw_qkv", &g.dw_qkv, &[c.qkv_width(), d])?;
-        c.check_qk_norm("qk_norm", g.qk_norm.as_ref())?;
-        if let Some(n) = &g.qk_norm {
-            shaped("qk_norm.q", &n.q, &[c.head_dim])?;
-            shaped("qk_norm.k", &n.k, &[c.head_dim])?;
-        }
+        c.check_qk_vectors(g.qk_norm.as_ref())?;
         Ok(g)
     }
 }

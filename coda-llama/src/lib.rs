@@ -114,9 +114,7 @@ impl BlockConfig {
             })
             .collect())
     }
-}
 
-impl BlockConfig {
     /// `part` (QK-norm's weights, state or gradients) is given exactly when `qk_norm` is set.
     fn check_qk_norm<T>(&self, name: &str, part: Option<&T>) -> Result<(), Error> {
         match (self.qk_norm, part.is_some()) {
@@ -124,6 +122,16 @@ impl BlockConfig {
             (false, true) => Err(Error::arg(name, "must be None: the config has no qk_norm")),
             _ => Ok(()),
         }
+    }
+
+    /// QK-norm's weights or their gradients: given exactly when `qk_norm` is set, `[head_dim]` each.
+    fn check_qk_vectors<T: AnyTensor>(&self, v: Option<&QkNorm<T>>) -> Result<(), Error> {
+        self.check_qk_norm("qk_norm", v)?;
+        if let Some(n) = v {
+            shaped("qk_norm.q", &n.q, &[self.head_dim])?;
+            shaped("qk_norm.k", &n.k, &[self.head_dim])?;
+        }
+        Ok(())
     }
 }
 
@@ -284,11 +292,7 @@ impl<S: Storage> BlockWeights<S> {
         shaped(gamma2.0, &w.gamma2, &gamma2.1)?;
         shaped(w_qkv.0, &w.w_qkv, &w_qkv.1)?;
         shaped(rope_freq.0, &w.rope_freq, &rope_freq.1)?;
-        config.check_qk_norm("qk_norm", w.qk_norm.as_ref())?;
-        if let Some(n) = &w.qk_norm {
-            shaped("qk_norm.q", &n.q, &[config.head_dim])?;
-            shaped("qk_norm.k", &n.k, &[config.head_dim])?;
-        }
+        config.check_qk_vectors(w.qk_norm.as_ref())?;
         Ok(w)
     }
 }

@@ -67,7 +67,8 @@ fn names(c: &BlockConfig, names: &[&'static str], qk: &[&'static str]) -> Vec<&'
 }
 
 fn weights<'a>(py: Python<'_>, s: &Stream, c: BlockConfig, w: &'a [ImportedDlpack]) -> PyResult<BlockWeights<Borrowed<'a>>> {
-    let b = |i: usize| raw::<bf16>(s, names(&c, &WEIGHTS, &WEIGHTS_QK)[i], &w[i]);
+    let weight_names = names(&c, &WEIGHTS, &WEIGHTS_QK);
+    let b = |i: usize| raw::<bf16>(s, weight_names[i], &w[i]);
     let built = || {
         let qk = if c.qk_norm { Some(QkNorm { q: b(7)?, k: b(8)? }) } else { None };
         BlockWeights::from_parts(c, b(0)?, b(1)?, b(2)?, b(3)?, b(4)?, b(5)?, raw::<f32>(s, WEIGHTS[6], &w[6])?, qk)

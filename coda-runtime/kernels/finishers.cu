@@ -1,5 +1,7 @@
 // Aux reductions: finish per-tile partial statistics into per-row values.
-// Deterministic (a fixed summation order, no atomics); one thread per row.
+// Deterministic (a fixed summation order, no atomics); one thread per row
+// (per column for the column sums). Also `repeat_two`, which lays vectors
+// side by side (a per-head weight over a projection's columns).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>

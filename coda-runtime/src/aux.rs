@@ -1,6 +1,7 @@
 //! Aux reductions: finish the per-tile partials that epilogues write. Each is
 //! one small deterministic kernel (fixed summation order, no atomics) on the
-//! stream, reading only the partials, never a full activation.
+//! stream, reading only the partials, never a full activation. Beside them,
+//! [`repeat_two`] lays small vectors over a projection's columns.
 
 use crate::partials::{ColPartials, Kind, LsePartials, Partials, RowPartials};
 use crate::{AnyTensor, Error, Stream, Tensor, TensorMut, TensorRef, bf16};
