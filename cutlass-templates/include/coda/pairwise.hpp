@@ -158,11 +158,12 @@ struct ResizedTileStore {
         if constexpr (Num == 1) {
           stage(r, c / 2) = values[k];
         } else {
-          // columns c and c+1 become output columns 2c .. 2c+3
-          stage(r, 2 * c) = values[4 * k];
-          stage(r, 2 * c + 1) = values[4 * k + 1];
-          stage(r, 2 * c + 2) = values[4 * k + 2];
-          stage(r, 2 * c + 3) = values[4 * k + 3];
+          // columns c and c+1 become output columns 2c .. 2c+3: one aligned
+          // store (c is even), a quarter of the bank-conflicted wavefronts
+          cutlass::AlignedArray<Element, 4> quad;
+          CUTLASS_PRAGMA_UNROLL
+          for (int j = 0; j < 4; ++j) quad[j] = values[4 * k + j];
+          *reinterpret_cast<cutlass::AlignedArray<Element, 4>*>(&stage(r, 2 * c)) = quad;
         }
       }
     }
@@ -201,8 +202,15 @@ struct ResizedTileStore {
 };
 
 // One half of an [M, 2N] row-major tile as a full-width value:
-// at column n it reads element (m, 2n + Part). Direct 8-byte loads of each
-// thread's column pair (4 consecutive elements), predicated on M and N.
+// at column n it reads element (m, 2n + Part). Per-thread 8-byte loads of each
+// thread's column pair (4 consecutive elements), predicated on M and N. The
+// loads are latency-bound (bench/NOTES.md, sessions 14 and 15), so each
+// subtile's words are loaded while the previous subtile is finished (distance
+// 1, tagged with their subtile so a skipped one falls back to a load in
+// place), and begin() hints the tile's rows into L2 with one bulk prefetch
+// per row. The loads are CUTLASS's `asm volatile` predicated loads: the
+// compiler sinks plain loads past the TMA store's fence and barriers to their
+// use (session 15's PTX), which exposes their whole latency again.
 template <class Element>
 struct PairTileLoadArgs {
   Element const* ptr = nullptr;
@@ -227,33 +235,78 @@ struct PairTileLoad : PlainNode<PairTileLoadArgs<Element>> {
 
   template <class ThrCoords, class Residue>
   struct Callbacks : EmptyConsumerStoreCallbacks {
+    using Sub = decltype(ThrCoords{}(_, _, _, _0{}, _0{}).layout());
+    static constexpr int kSlots = size(Sub{});  // fragment slots per subtile
+    static constexpr int kEpiM = decltype(size<3>(ThrCoords{}))::value;
+    static constexpr int kEpiN = decltype(size<4>(ThrCoords{}))::value;
+
     ThrCoords tCcD;
     Residue residue;       // (M, N) minus the thread's first element
     Element const* base;   // the thread's first element's row, column pair
     int64_t ld;            // row stride of the [M, 2N] tensor
+    int prefetch_bytes;    // bytes of one tile row to hint into L2 (0: none)
+    cutlass::Array<uint64_t, kSlots / 2> words;  // the subtile's column pairs
+    int words_m = -1, words_n = -1;              // which subtile `words` holds
 
-    CUTLASS_DEVICE Callbacks(ThrCoords c, Residue r, Element const* b, int64_t l)
-        : tCcD(c), residue(r), base(b), ld(l) {}
+    CUTLASS_DEVICE Callbacks(ThrCoords c, Residue r, Element const* b, int64_t l, int pb)
+        : tCcD(c), residue(r), base(b), ld(l), prefetch_bytes(pb) {}
+
+    CUTLASS_DEVICE void load(int epi_m, int epi_n) {
+      auto coords = tCcD(_, _, _, epi_m, epi_n);
+      CUTLASS_PRAGMA_UNROLL
+      for (int k = 0; k < kSlots / 2; ++k) {
+        auto rc = coords(2 * k);
+        words[k] = 0;
+        cutlass::arch::global_load<uint64_t, 8>(words[k], base + int64_t(get<0>(rc)) * ld + 2 * int64_t(get<1>(rc)),
+                                                elem_less(rc, residue));
+      }
+      words_m = epi_m;
+      words_n = epi_n;
+    }
+
+    // For each of the thread's rows (its slots in its first column), one bulk
+    // prefetch of the row's part of the tile: a hint, nothing depends on it.
+    CUTLASS_DEVICE void begin() {
+      if (prefetch_bytes > 0) {
+        auto first = tCcD(0, 0, 0, 0, 0);
+        CUTLASS_PRAGMA_UNROLL
+        for (int em = 0; em < kEpiM; ++em) {
+          auto coords = tCcD(_, _, _, em, 0);
+          CUTLASS_PRAGMA_UNROLL
+          for (int k = 0; k < kSlots; ++k) {
+            auto rc = coords(k);
+            if (get<1>(rc) == get<1>(first) && get<0>(rc) < get<0>(residue)) {
+              Element const* row = base + int64_t(get<0>(rc)) * ld;
+              asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(row), "r"(prefetch_bytes) : "memory");
+            }
+          }
+        }
+      }
+      load(0, 0);
+    }
 
     template <class ElementAcc, int FragmentSize>
     CUTLASS_DEVICE cutlass::Array<float, FragmentSize> visit(cutlass::Array<ElementAcc, FragmentSize> const&, int epi_v, int epi_m,
                                                    int epi_n) {
+      static_assert(kSlots % FragmentSize == 0 && FragmentSize % 2 == 0, "visits cover whole column pairs");
+      if (words_m != epi_m || words_n != epi_n) load(epi_m, epi_n);
       cutlass::Array<float, FragmentSize> out;
-      auto coords = tCcD(_, _, _, epi_m, epi_n);
       CUTLASS_PRAGMA_UNROLL
       for (int k = 0; k < FragmentSize / 2; ++k) {
-        auto rc = coords(epi_v * FragmentSize + 2 * k);
-        float lo = 0.f, hi = 0.f;
-        if (elem_less(rc, residue)) {
-          // Elements 2c .. 2c+3 of the row: (even, odd) of columns c and c+1.
-          cutlass::Array<Element, 4> v;
-          auto p = base + int64_t(get<0>(rc)) * ld + 2 * int64_t(get<1>(rc));
-          *reinterpret_cast<uint64_t*>(&v) = *reinterpret_cast<uint64_t const*>(p);
-          lo = float(v[Part]);
-          hi = float(v[2 + Part]);
+        // Elements 2c .. 2c+3 of the row: (even, odd) of columns c and c+1.
+        cutlass::Array<Element, 4> v;
+        *reinterpret_cast<uint64_t*>(&v) = words[(epi_v * FragmentSize) / 2 + k];
+        out[2 * k] = float(v[Part]);
+        out[2 * k + 1] = float(v[2 + Part]);
+      }
+      // After the subtile's last visit: the next subtile's loads, in the
+      // collective's order (epi_m inner), in flight while this one is stored.
+      if (epi_v == kSlots / FragmentSize - 1) {
+        if (epi_m + 1 < kEpiM) {
+          load(epi_m + 1, epi_n);
+        } else if (epi_n + 1 < kEpiN) {
+          load(0, epi_n + 1);
         }
-        out[2 * k] = lo;
-        out[2 * k + 1] = hi;
       }
       return out;
     }
@@ -263,11 +316,22 @@ struct PairTileLoad : PlainNode<PairTileLoadArgs<Element>> {
   CUTLASS_DEVICE auto get_consumer_store_callbacks(ConsumerStoreArgs<Args...> const& args) {
     detail::assert_column_pairs<decltype(args.tCcD)>();
     auto [M, N, K, L] = args.problem_shape_mnkl;
+    auto [m, n, k, l] = args.tile_coord_mnkl;
     int64_t row0 = int64_t(M - get<0>(args.residue_tCcD));
     int64_t col0 = int64_t(N - get<1>(args.residue_tCcD));
     int64_t ld = 2 * int64_t(N);
     Element const* base = params->ptr + row0 * ld + 2 * col0;
-    return Callbacks<decltype(args.tCcD), decltype(args.residue_tCcD)>(args.tCcD, args.residue_tCcD, base, ld);
+    // Threads holding the tile's first column hint its rows into L2, from
+    // there to the tile's (or the tensor's) last column; the bulk prefetch
+    // needs 16-byte aligned rows and a multiple of 16 bytes.
+    int tile_n = int(get<1>(args.tile_shape_mnk));
+    int64_t tile_col0 = int64_t(n) * tile_n;
+    int64_t col_end = cute::min(tile_col0 + tile_n, int64_t(N));
+    int64_t bytes = (col_end - col0) * 2 * int64_t(sizeof(Element)) / 16 * 16;
+    bool aligned = (ld * int64_t(sizeof(Element))) % 16 == 0 && (2 * col0 * int64_t(sizeof(Element))) % 16 == 0;
+    int prefetch_bytes = col0 == tile_col0 && aligned && bytes > 0 ? int(bytes) : 0;
+    return Callbacks<decltype(args.tCcD), decltype(args.residue_tCcD)>(args.tCcD, args.residue_tCcD, base, ld,
+                                                                        prefetch_bytes);
   }
 };
 

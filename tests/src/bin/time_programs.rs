@@ -10,9 +10,10 @@ use std::time::Duration;
 
 use coda_tests::baseline::{CublasLt, CublasLtFp8, Fp8Scaling};
 use coda_runtime::dsl::Program;
+use coda_runtime::dsl::ir::BLayout;
 use coda_runtime::{Choice, Kernel, Stream, Tensor, bench, bf16};
 use coda_llama::programs::{
-    linear_cross_entropy, linear_residual_rms_partial, linear_rowscale_qk_norm_rope, linear_rowscale_rope, linear_rowscale_swiglu,
+    linear_cross_entropy, linear_dswiglu, linear_residual_rms_partial, linear_rowscale_qk_norm_rope, linear_rowscale_rope, linear_rowscale_swiglu,
     rmsnorm_backward,
 };
 use coda_tests::block;
@@ -76,6 +77,13 @@ fn main() {
             progs.push((format!("{name} {}", v.config().name()), kernel, program.clone(), Some(choice), (8192, 3072, 2048)));
         }
     }
+    // SwiGLU's backward at the training run's down-projection gradient (M = 8192 and 16384 tokens, f = 8192, d = 2048).
+    for m in [8192, 16384] {
+        for (i, v) in linear_dswiglu::KERNEL.variants().iter().enumerate() {
+            let choice = Choice { variant: i, config: v.config(), ..Choice::own(&linear_dswiglu::KERNEL) };
+            progs.push((format!("llama dswiglu {}", v.config().name()), &linear_dswiglu::KERNEL, linear_dswiglu::program(), Some(choice), (m, 8192, 2048)));
+        }
+    }
     let (samples, reps) = if quick { (10, 5) } else { (30, 10) };
     println!("{:<44} {:>18} {:>10} {:>12} {:>7}", "program", "M,N,K", "fused ms", "cuBLASLt ms", "ratio");
     let only = std::env::args().skip_while(|a| a != "--only").nth(1);
@@ -93,7 +101,11 @@ fn main() {
         let mut gemm = |i: usize| {
             let s = &sets.borrow()[i % 2];
             let (a, b) = s.bf16_operands()?;
-            blas.linear(&stream, a, b, &mut *out.borrow_mut())
+            // The same GEMM as the program's: B as [N, K] (a Linear) or [K, N] (an input gradient).
+            match kernel.b_layout() {
+                BLayout::Nk => blas.linear(&stream, a, b, &mut *out.borrow_mut()),
+                BLayout::Kn => blas.matmul(&stream, a, b, &mut *out.borrow_mut()),
+            }
         };
         let t = bench::interleaved(&stream, Duration::from_secs(1), samples, reps, &mut [&mut fused, &mut gemm])
             .expect("timing runs");
