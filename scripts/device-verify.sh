@@ -11,6 +11,9 @@
 # `programs` times the test programs beside cuBLASLt (`time_programs --quick --programs-only`);
 # `fp8` only the FP8 programs, beside cuBLASLt's FP8 GEMM and their bf16 programs, at full samples.
 # Usage: [PARTS="gpu user python random programs fp8 tune heuristic bench train"] scripts/device-verify.sh BIN_DIR OUT_DIR
+# Narrower runs: GPU_ARGS (e.g. "--quick", "--only dswiglu") for `gpu`,
+# PROGRAMS_ARGS for `time_programs` (default "--quick --programs-only"),
+# TUNE_ONLY (a program name) to search only that program's shipped shapes.
 # BIN_DIR holds the release binaries `gpu`, `gpu_user`, `gpu_random`,
 # `time_programs` and `coda`, and the wheel `coda_rs-*.whl`; PARTS (default
 # all ten) splits the work across calls of the 10-minute limit.
@@ -24,7 +27,8 @@ mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$out/gpu-info.txt" 2>&1
 # Each part runs when its binary is in BIN_DIR.
 if part gpu && [[ -x "$bin/gpu" ]]; then
-  "$here/device-run.sh" "$bin/gpu" > "$out/gpu.log" 2>&1
+  # shellcheck disable=SC2086  # a list of arguments
+  "$here/device-run.sh" "$bin/gpu" ${GPU_ARGS:-} > "$out/gpu.log" 2>&1
   echo "gpu exit $?"
 fi
 if part user && [[ -x "$bin/gpu_user" ]]; then
@@ -43,7 +47,8 @@ if part random && [[ -x "$bin/gpu_random" ]]; then
   echo "gpu_random exit $?"
 fi
 if part programs && [[ -x "$bin/time_programs" ]]; then
-  "$here/device-run.sh" "$bin/time_programs" --quick --programs-only > "$out/time-programs.log" 2>&1
+  # shellcheck disable=SC2086  # a list of arguments
+  "$here/device-run.sh" "$bin/time_programs" ${PROGRAMS_ARGS:---quick --programs-only} > "$out/time-programs.log" 2>&1
   echo "time_programs exit $?"
 fi
 if part fp8 && [[ -x "$bin/time_programs" ]]; then
@@ -61,12 +66,14 @@ fi
 if part tune; then
 # Each shipped program at each of its shapes (programs matching a name as a
 # substring are searched too; only the shipped pairs are kept afterwards).
-python3 - "$here/../coda-llama/tuning/nvidia-h200.json" > "$out/tune-args.txt" <<'PY'
+python3 - "$here/../coda-llama/tuning/nvidia-h200.json" "${TUNE_ONLY:-}" > "$out/tune-args.txt" <<'PY'
 import json, sys
 from collections import defaultdict
 shapes = defaultdict(list)
 for e in json.load(open(sys.argv[1])):
-    shapes[e["program"].split("::")[1]].append(f"{e['m']},{e['n']},{e['k']}")
+    name = e["program"].split("::")[1]
+    if sys.argv[2] in ("", name):
+        shapes[name].append(f"{e['m']},{e['n']},{e['k']}")
 for p, s in shapes.items():
     print(p, " ".join(f"--shape {x}" for x in s))
 PY
@@ -97,6 +104,8 @@ fi
 grep -E "^FAIL" "$out/gpu.log" "$out/user.log" "$out/random.log" 2>/dev/null | head -20
 tail -1 "$out/gpu.log" "$out/user.log" "$out/random.log" 2>/dev/null
 grep -A12 "^FP8 program" "$out/fp8.log" 2>/dev/null
+grep -B1 -A14 "^program " "$out/time-programs.log" 2>/dev/null | grep -v "^FP8\|^--"
+grep -v "DEBUG\|^cache" "$out/tune.log" 2>/dev/null | tail -8
 tail -4 "$out/python.log" 2>/dev/null
 tail -12 "$out/train.log" 2>/dev/null
 tail -2 "$out/heuristic-table.txt" 2>/dev/null

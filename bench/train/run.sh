@@ -6,7 +6,8 @@
 # COMPILE fsdp2 runs train.py under torchrun, one rank per GPU (FSDP2);
 # TRAIN_ARGS are passed to every train.py (e.g. "--steps 50"); each run is
 # stopped after TRAIN_TIMEOUT seconds (default 300); PROFILE=1 writes each
-# run's kernel table beside its JSON.
+# run's kernel table beside its JSON, TRACE=1 its host and GPU trace
+# (bench/train/gaps.py).
 set -uo pipefail
 here=$(dirname "$0") out=$1
 shift
@@ -19,7 +20,7 @@ for v in "$@"; do
     flags=()
   else
     launch=(python3 "$here/train.py")
-    flags=(--compile "$compile" ${PROFILE:+--profile "$out/$name.prof.txt"})
+    flags=(--compile "$compile" ${PROFILE:+--profile "$out/$name.prof.txt"} ${TRACE:+--trace "$out/$name.trace.json.gz"})
   fi
   # shellcheck disable=SC2086  # TRAIN_ARGS is a list of arguments
   timeout "${TRAIN_TIMEOUT:-300}" "${launch[@]}" --model "$model" --seed "$seed" --out "$out/$name.json" "${flags[@]}" ${TRAIN_ARGS:-} > "$out/$name.log" 2>&1

@@ -95,14 +95,15 @@ def main():
     p.add_argument("--lr", type=float, default=3e-4)
     p.add_argument("--out", required=True)
     p.add_argument("--profile", help="after the run, profile 3 more steps and write the kernels' table here")
+    p.add_argument("--trace", help="after the run, trace 3 more steps (host and GPU) into this Chrome trace (.json.gz); bench/train/gaps.py reads it")
     a = p.parse_args()
 
     if a.steps <= a.warmup:
         p.error(f"--steps {a.steps} must exceed --warmup {a.warmup} (the timed steps come after it)")
     world = int(os.environ.get("WORLD_SIZE", "0"))
     if world:
-        if a.compile != "none" or a.profile or a.batch % world:
-            p.error(f"under torchrun: --compile none, no --profile, and a --batch divisible by the {world} ranks")
+        if a.compile != "none" or a.profile or a.trace or a.batch % world:
+            p.error(f"under torchrun: --compile none, no --profile or --trace, and a --batch divisible by the {world} ranks")
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
         torch.distributed.init_process_group("nccl")
     rank = torch.distributed.get_rank() if world else 0
@@ -200,6 +201,14 @@ def main():
             torch.cuda.synchronize()
         with open(a.profile, "w") as f:
             f.write(kernel_table(prof, steps=3))
+    if a.trace:
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for s in range(3):
+                step(data[s])
+            torch.cuda.synchronize()
+        prof.export_chrome_trace(a.trace)
     gib = (out["peak_torch_bytes"] + out["peak_pool_bytes"]) / 2**30
     print(f"{a.model:5} {out['compile']:12} seed {a.seed}: loss {out['losses'][0]:.3f} → {out['losses'][-1]:.3f}, "
           f"{median:.1f} ms/step, {out['tokens_per_s']:.0f} tok/s, peak {gib:.2f} GiB, first step {first:.1f} s")

@@ -151,7 +151,7 @@ pub fn emit(program: &Program, package: &str, version: &str) -> String {
             EvtKind::AccFetch => "Sm90AccFetch".to_string(),
             EvtKind::SrcFetch => "Sm90SrcFetch<ElementC>".to_string(),
             EvtKind::TileLoad(d) => format!("TileLoad<Desc, {}>", cpp_elem(*d)),
-            EvtKind::PairTileLoad(d, part) => format!("PairTileLoad<{}, {part}>", cpp_elem(*d)),
+            EvtKind::PairTileLoad(d) => format!("PairTileLoad<{}>", cpp_elem(*d)),
             EvtKind::PerRowLoad(d) => format!("PerRowLoad<TileShape, {}>", cpp_elem(*d)),
             EvtKind::PerColLoad(d) => format!("PerColLoad<TileShape, {}>", cpp_elem(*d)),
             EvtKind::Scalar(_) => "ScalarLoad".to_string(),
@@ -237,7 +237,7 @@ pub fn emit(program: &Program, package: &str, version: &str) -> String {
                 let e = cpp_elem(*d);
                 format!("{{static_cast<{e} const*>({t}), {e}(0), tile_stride(M, N)}}")
             }
-            EvtKind::PairTileLoad(d, _) => format!("{{static_cast<{} const*>({t})}}", cpp_elem(*d)),
+            EvtKind::PairTileLoad(d) => format!("{{static_cast<{} const*>({t})}}", cpp_elem(*d)),
             EvtKind::HalfTileStore(d)
             | EvtKind::DoubleTileStore(d)
             | EvtKind::RowStore(d)
@@ -279,7 +279,8 @@ fn emit_functor(s: &mut String, p: &Program, plan: &Plan, root: NodeId, name: &s
     let _ = writeln!(s, "  CUTLASS_HOST_DEVICE F operator()({params}) const {{");
     // A half-width value sits duplicated in both slots of its column pair:
     // compute it once per pair.
-    let half = p.widths()[root] == Width::Half;
+    let widths = p.widths();
+    let half = widths[root] == Width::Half;
     let step = if half { "i += 2" } else { "++i" };
     let _ = writeln!(s, "    F out;\n    CUTLASS_PRAGMA_UNROLL\n    for (int i = 0; i < F::kElements; {step}) {{");
     // Inlined nodes reachable from root (stopping at materialized ones), in IR order.
@@ -298,9 +299,12 @@ fn emit_functor(s: &mut String, p: &Program, plan: &Plan, root: NodeId, name: &s
             _ => format!("t{id}"),
         }
     };
-    // `unpair` reads its operand across the slots of a column pair (the operand is a node of its own).
+    // `unpair` reads its operand across the slots of a column pair (the
+    // operand is a node of its own); of a `DoubleTile` input, one half of
+    // the slot's packed pair.
     let array = |id: NodeId| plan.nodes[plan.value_node[id].expect("unpaired values are materialized")].name.clone();
     let code = |op: &Op| match *op {
+        Op::Unpair(x, part) if widths[x] == Width::Double => format!("coda::sm90::pair_half<{part}>({}[i])", array(x)),
         Op::Unpair(x, part) => format!("{}[(i & ~1) | {part}]", array(x)),
         _ => expr(op, &reference),
     };

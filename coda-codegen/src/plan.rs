@@ -6,7 +6,9 @@
 //! - the first `Tile` output is the GEMM's D; the first `Tile` input of the
 //!   same dtype is the C operand (loaded by the collective); with no `Tile`
 //!   output D is void;
-//! - each half of an `unpair`ed `DoubleTile` input is its own load node;
+//! - a `DoubleTile` input is one load node whose slots hold both halves of
+//!   each column pair packed (coda/pairwise.hpp); its `unpair` is element-wise,
+//!   inlined into consumers like any map, so each pair is loaded once;
 //! - a value becomes its own compute node when it is stored, reduced, used
 //!   more than once, `unpair`ed (its pairs are read across fragment slots)
 //!   or group-reduced (a node of its own, over the whole subtile); everything else is inlined into its consumer, so element-wise
@@ -23,8 +25,8 @@ pub enum EvtKind {
     /// The collective's C operand.
     SrcFetch,
     TileLoad(DType),
-    /// The even (0) or odd (1) columns of a `DoubleTile` input.
-    PairTileLoad(DType, u8),
+    /// A `DoubleTile` input, each slot both halves of a column pair packed.
+    PairTileLoad(DType),
     PerRowLoad(DType),
     PerColLoad(DType),
     /// Index into the launch's scalar array.
@@ -100,7 +102,8 @@ pub fn plan(p: &Program) -> Plan {
         for a in n.op.operands() {
             uses[a] += 1;
         }
-        // `unpair` reads its operand across slots, a group reduction across threads.
+        // `unpair` reads its operand across slots (or a packed pair load's
+        // slot), a group reduction across threads.
         if let Op::Unpair(a, _) | Op::Group(_, a, _) = n.op {
             materialize[a] = true;
         }
@@ -120,8 +123,6 @@ pub fn plan(p: &Program) -> Plan {
         }
     }
     let widths = p.widths();
-    let is_double_input =
-        |id: NodeId| matches!(p.nodes[id].op, Op::Input(i) if matches!(p.inputs[i].kind, InputKind::DoubleTile(_)));
 
     let mut names = Names::default();
     let mut nodes: Vec<EvtNode> = vec![];
@@ -140,8 +141,9 @@ pub fn plan(p: &Program) -> Plan {
                         (EvtKind::SrcFetch, t(), format!("{}: Tile<{}> (the C operand)", input.name, d.rust_name()))
                     }
                     InputKind::Tile(d) => (EvtKind::TileLoad(d), t(), format!("{}: Tile<{}>", input.name, d.rust_name())),
-                    // Loaded by the `unpair` nodes that split it.
-                    InputKind::DoubleTile(_) => continue,
+                    InputKind::DoubleTile(d) => {
+                        (EvtKind::PairTileLoad(d), t(), format!("{}: DoubleTile<{}>, pairs packed", input.name, d.rust_name()))
+                    }
                     // Index vectors are read by the `gather` nodes that use them.
                     InputKind::PerRow(DType::I32) => continue,
                     InputKind::PerRow(d) => {
@@ -155,16 +157,6 @@ pub fn plan(p: &Program) -> Plan {
                         (EvtKind::Scalar(k), None, format!("{}: Scalar", input.name))
                     }
                 }
-            }
-            Op::Unpair(src, part) if is_double_input(src) => {
-                let Op::Input(i) = p.nodes[src].op else { unreachable!() };
-                let InputKind::DoubleTile(d) = p.inputs[i].kind else { unreachable!() };
-                let which = if part == 0 { "even" } else { "odd" };
-                (
-                    EvtKind::PairTileLoad(d, part),
-                    Some(tensor_index(&p.inputs[i].name, false)),
-                    format!("line {}: the {which} columns of {}: DoubleTile<{}>", node.line, p.inputs[i].name, d.rust_name()),
-                )
             }
             Op::OneHot(target) => {
                 let Op::Input(i) = p.nodes[target].op else { unreachable!("targets are inputs") };

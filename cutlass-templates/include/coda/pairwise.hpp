@@ -9,8 +9,10 @@
 //   [M, 2N] (two inputs, interleaved) tile through shared memory and its own
 //   TMA descriptor, piggybacking on the collective's store pipeline exactly as
 //   Sm90AuxStore does (smem writes in postreduce, TMA in tma_store).
-// - PairTileLoad: one half (even or odd columns) of an [M, 2N] tile, as a
-//   full-width value: column n reads element 2n + Part.
+// - PairTileLoad: an [M, 2N] bf16 tile as a full-width value whose slot for
+//   column n holds the bits of elements (2n, 2n+1), both halves packed in one
+//   32-bit word; pair_half<Part> (inlined into the `unpair`'s consumers)
+//   takes one half out. One node per input, so each word is loaded once.
 #pragma once
 
 #include "cute/tensor.hpp"
@@ -201,28 +203,45 @@ struct ResizedTileStore {
   }
 };
 
-// One half of an [M, 2N] row-major tile as a full-width value:
-// at column n it reads element (m, 2n + Part). Per-thread 8-byte loads of each
-// thread's column pair (4 consecutive elements), predicated on M and N. The
-// loads are latency-bound (bench/NOTES.md, sessions 14 and 15), so each
-// subtile's words are loaded while the previous subtile is finished (distance
-// 1, tagged with their subtile so a skipped one falls back to a load in
-// place), and begin() hints the tile's rows into L2 with one bulk prefetch
-// per row. The loads are CUTLASS's `asm volatile` predicated loads: the
-// compiler sinks plain loads past the TMA store's fence and barriers to their
-// use (session 15's PTX), which exposes their whole latency again.
+// One half of a PairTileLoad slot: the even (Part 0) or odd (Part 1) element.
+// Host and device: the generated functors it is inlined into are both.
+template <int Part>
+CUTLASS_HOST_DEVICE float pair_half(float packed) {
+  static_assert(Part == 0 || Part == 1, "Part selects the even (0) or odd (1) columns");
+  uint32_t bits;
+  memcpy(&bits, &packed, sizeof bits);
+  // A bf16 is the high half of the f32 it widens to.
+  bits = Part == 0 ? bits << 16 : bits & 0xffff0000u;
+  float out;
+  memcpy(&out, &bits, sizeof out);
+  return out;
+}
+
+// An [M, 2N] row-major bf16 tile as a full-width value: slot n holds the
+// 32-bit word of elements (m, 2n) and (m, 2n + 1), the even one in the low
+// half (little-endian), as a float's bits: the visitor passes floats between
+// nodes unchanged (NumericArrayConverter<float, float> is the identity), and
+// only pair_half reads them. Per-thread 8-byte loads of each thread's column
+// pair (4 consecutive elements), predicated on M and N. The loads are
+// latency-bound (bench/NOTES.md, sessions 14 and 15), so each subtile's words
+// are loaded while the previous subtile is finished (distance 1, tagged with
+// their subtile so a skipped one falls back to a load in place), and begin()
+// hints the tile's rows into L2 with one bulk prefetch per row. The loads are
+// CUTLASS's `asm volatile` predicated loads: the compiler sinks plain loads
+// past the TMA store's fence and barriers to their use (session 15's PTX),
+// which exposes their whole latency again.
 template <class Element>
 struct PairTileLoadArgs {
   Element const* ptr = nullptr;
 };
 
-template <class Element, int Part>
+template <class Element>
 struct PairTileLoad : PlainNode<PairTileLoadArgs<Element>> {
   using Base = PlainNode<PairTileLoadArgs<Element>>;
   using typename Base::Arguments;
   using typename Base::Params;
   using typename Base::SharedStorage;
-  static_assert(Part == 0 || Part == 1, "Part selects the even (0) or odd (1) columns");
+  static_assert(cute::is_same_v<Element, cutlass::bfloat16_t>, "both halves of a pair fit one float slot only in bf16");
 
   template <class ProblemShape>
   static bool can_implement(ProblemShape const&, Arguments const& args) {
@@ -293,11 +312,10 @@ struct PairTileLoad : PlainNode<PairTileLoadArgs<Element>> {
       cutlass::Array<float, FragmentSize> out;
       CUTLASS_PRAGMA_UNROLL
       for (int k = 0; k < FragmentSize / 2; ++k) {
-        // Elements 2c .. 2c+3 of the row: (even, odd) of columns c and c+1.
-        cutlass::Array<Element, 4> v;
-        *reinterpret_cast<uint64_t*>(&v) = words[(epi_v * FragmentSize) / 2 + k];
-        out[2 * k] = float(v[Part]);
-        out[2 * k + 1] = float(v[2 + Part]);
+        // Elements 2c .. 2c+3 of the row: the (even, odd) words of columns c and c+1.
+        uint64_t w = words[(epi_v * FragmentSize) / 2 + k];
+        out[2 * k] = __uint_as_float(uint32_t(w));
+        out[2 * k + 1] = __uint_as_float(uint32_t(w >> 32));
       }
       // After the subtile's last visit: the next subtile's loads, in the
       // collective's order (epi_m inner), in flight while this one is stored.
