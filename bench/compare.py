@@ -57,7 +57,7 @@ def main():
         lines += ["", *notes]
     untuned = coda.get("untuned", [])
     if untuned:
-        lines += ["", "Untuned suite (`coda-user-programs`, default build, each program's own config):", "",
+        lines += ["", "Untuned suite (`coda-user-programs`, default build, `CODA_TUNE` unset: the config the heuristic picks):", "",
                   "| program | shape | CODA | cuBLASLt GEMM | CODA / cuBLASLt | config |", "|---|---|---|---|---|---|"]
         for r in untuned:
             config = r["note"].split(";")[0].removeprefix("configs: fused ")

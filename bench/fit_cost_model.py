@@ -5,16 +5,22 @@ to timings from the H200, and says how well choosing by it does.
 Inputs: `coda inspect` output (each program's per-element work), `coda tune`
 logs run with CODA_LOG=debug (every timed choice; per config, the time in
 the swizzle and raster order the heuristic gives it is kept), and `coda bench --json` files with an `untuned` table
-(each suite program beside our bare GEMM, `cutlass_ms`; only rows whose
-note says the program ran coop_128x256_c1x1 and the GEMM pp_128x128_c1x2,
-both at swizzle 1 and CUTLASS's raster, as session 7's did, are used). The
+(each suite program beside our bare GEMM, `cutlass_ms`; a row's program
+and GEMM count where its note says they ran one of the two defaults in the
+heuristic's scheduler options, or at swizzle 1 in CUTLASS's raster, as
+session 7's did). The
 model below mirrors `predicted_us` term by term: change
 both together. Needs numpy and scipy.
 
 usage: fit_cost_model.py INSPECT.txt --tune tune.log [...] [--untuned coda.json [...]]
-The constants in tune.rs come from
-  fit_cost_model.py bench/results/2026-12-01-s10/inspect.txt \
-      --tune bench/results/2026-12-01-s8/tune.log --untuned bench/results/2026-12-01-s7/untuned.json
+                         [--omit FILE=PROG,...] [--hold-out PROG ...]
+It reports how choosing between the two defaults does, by tune.rs's constants
+(CURRENT below) and by the fit. The constants in tune.rs come from (R=bench/results)
+  fit_cost_model.py $R/2026-12-02-s16/inspect.txt \
+      --tune $R/2026-12-01-s8/tune.log $R/2026-12-02-s16/tune.log $R/2026-12-02-s16/held-out.log \
+      --untuned $R/2026-12-01-s7/untuned.json \
+      --omit $R/2026-12-01-s8/tune.log=linear_dswiglu $R/2026-12-01-s7/untuned.json=swiglu_backward \
+      --hold-out swiglu_backward dswiglu
 """
 import argparse
 import collections
@@ -32,6 +38,8 @@ BANDWIDTH = 4.0e6  # bytes per µs, fixed (not fitted)
 NAMES = ["coop flops", "pp flops", "coop start", "pp start", "base", "tma byte", "pair byte", "sfu", "alu", "pp epilogue", "pp pair"]
 WORK = re.compile(r"tile loads ([0-9.]+) B, pair loads ([0-9.]+) B, stores ([0-9.]+) B, ([0-9.]+) SFU and ([0-9.]+) ALU")
 PAIR = ("coop_128x256_c1x1", "pp_128x128_c1x2")
+# `predicted_us`'s constants as tune.rs has them, in NAMES' order.
+CURRENT = [5.433e6, 5.475e6, 2.47, 2.77, 0.0413, 1.67e-3, 9.80e-3, 7.07e-3, 2.02e-3, 1.57, 0.400]
 
 
 def works(path):
@@ -54,21 +62,30 @@ def scheduler(m, n, config):
     return 1, "along M" if gn >= gm else "along N"
 
 
-def timings(tune_logs, untuned):
-    """(program, M, N, K, config, ms) of each default config in the heuristic's scheduler options."""
+def timings(tune_logs, untuned, omit):
+    """(program, M, N, K, config, ms) of each default config in the heuristic's scheduler options;
+    `omit` maps a file to the programs whose timings in it are left out (built from older code)."""
     timed = {}
-    for p, m, n, k, config, swizzle, raster, ms in tune_log.timings(tune_logs):
-        if config in PAIR and (swizzle, raster) == scheduler(m, n, config):
-            timed[(p.split("::")[-1], m, n, k, config)] = ms
+    for path in tune_logs:
+        for p, m, n, k, config, swizzle, raster, ms in tune_log.timings([path]):
+            p = p.split("::")[-1]
+            if config in PAIR and (swizzle, raster) == scheduler(m, n, config) and p not in omit.get(path, ()):
+                timed[(p, m, n, k, config)] = ms
     points = [(*k, t) for k, t in timed.items()]
-    defaults = "fused coop_128x256_c1x1 swizzle 1 raster auto; linear pp_128x128_c1x2 swizzle 1 raster auto"
     for path in untuned:
         for e in json.load(open(path))["untuned"]:
-            if e["note"] != f"configs: {defaults}":
-                continue
             m, n, k = (int(x.split("=")[1]) for x in e["shape"].split())
-            points.append((e["name"], m, n, k, PAIR[0], e["fused_ms"]))
-            points.append(("bare GEMM", m, n, k, PAIR[1], e["cutlass_ms"]))
+            # "configs: fused CONFIG swizzle S RASTER; linear CONFIG swizzle S RASTER": a row
+            # counts where both ran a default config in the heuristic's options (or, as in
+            # session 7, swizzle 1 in CUTLASS's raster).
+            ran = re.findall(r"(fused|linear) (\S+) swizzle (\d+) (along M|along N|raster auto)", e["note"])
+            if len(ran) != 2 or e["name"] in omit.get(path, ()):
+                continue
+            for role, config, swizzle, raster in ran:
+                opts = scheduler(m, n, config) if config in PAIR else None
+                if opts and ((int(swizzle), raster) == opts or (swizzle, raster) == ("1", "raster auto")):
+                    points.append((e["name"] if role == "fused" else "bare GEMM", m, n, k, config,
+                                   e["fused_ms"] if role == "fused" else e["cutlass_ms"]))
     return points
 
 
@@ -91,9 +108,15 @@ def main():
     ap.add_argument("inspect")
     ap.add_argument("--tune", nargs="+", default=[])
     ap.add_argument("--untuned", nargs="+", default=[])
+    ap.add_argument("--omit", nargs="+", default=[], metavar="FILE=PROG,...",
+                    help="leave these programs' timings in FILE out (timed on an older build)")
+    ap.add_argument("--hold-out", nargs="+", default=[], metavar="PROG",
+                    help="fit without these programs, then report the choice on them too")
     args = ap.parse_args()
     work = works(args.inspect)
-    points = [p for p in timings(args.tune, args.untuned) if p[0] in work]
+    omit = {f: set(ps.split(",")) for f, ps in (o.split("=", 1) for o in args.omit)}
+    every = [p for p in timings(args.tune, args.untuned, omit) if p[0] in work]
+    points = [p for p in every if p[0] not in args.hold_out]
 
     def resid(th):
         return np.array([math.log(predicted_us(th, work[p], m, n, k, c) / (ms * 1e3)) for p, m, n, k, c, ms in points])
@@ -104,19 +127,30 @@ def main():
     print(f"{len(points)} timings, rms log error {math.sqrt(2 * fit.cost / len(points)):.4f}")
     for name, v in zip(NAMES, np.exp(fit.x)):
         print(f"  {name:<12} {v:.4g}")
+    for label, th in (("tune.rs's constants", np.log(CURRENT)), ("the fit", fit.x)):
+        report(label, th, work, points, "fitted")
+        held = [p for p in every if p[0] in args.hold_out]
+        if held:
+            report(label, th, work, held, "held out")
+
+
+def report(label, th, work, points, which):
+    """How choosing between the two defaults by the model does where both were timed."""
     shapes = collections.defaultdict(dict)
     for p, m, n, k, c, ms in points:
         if p != "bare GEMM":
             shapes[(p, m, n, k)][c] = ms
-    logs = []
+    logs, wrong = [], []
     for (p, m, n, k), per in sorted(shapes.items()):
         if len(per) == 2:
-            pick = min(PAIR, key=lambda c: predicted_us(fit.x, work[p], m, n, k, c))
+            pick = min(PAIR, key=lambda c: predicted_us(th, work[p], m, n, k, c))
             logs.append(math.log(per[pick] / min(per.values())))
+            if logs[-1] > 0.01:
+                wrong.append(f"{p} {m}x{n}x{k} {per[pick] / min(per.values()):.3f}")
     if logs:
-        print(f"choosing by the model over {len(logs)} shapes with both configs timed: "
-              f"geomean {math.exp(sum(logs) / len(logs)):.4f}, worst {math.exp(max(logs)):.3f} of the faster")
-
+        print(f"{label}, {which}: choosing over {len(logs)} shapes with both configs timed: "
+              f"geomean {math.exp(sum(logs) / len(logs)):.4f}, worst {math.exp(max(logs)):.3f} of the faster"
+              + "".join(f"\n    wrong by >1%: {w}" for w in wrong))
 
 if __name__ == "__main__":
     main()

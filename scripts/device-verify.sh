@@ -10,6 +10,7 @@
 # variants TRAIN_VARIANTS, its arguments TRAIN_ARGS).
 # `programs` times the test programs beside cuBLASLt (`time_programs --quick --programs-only`);
 # `fp8` only the FP8 programs, beside cuBLASLt's FP8 GEMM and their bf16 programs, at full samples.
+# `compare` runs bench/compare.py (`coda bench` beside the PyTorch baselines; not in the default PARTS).
 # Usage: [PARTS="gpu user python random programs fp8 tune heuristic bench train"] scripts/device-verify.sh BIN_DIR OUT_DIR
 # Narrower runs: GPU_ARGS (e.g. "--quick", "--only dswiglu") for `gpu`,
 # PROGRAMS_ARGS for `time_programs` (default "--quick --programs-only"),
@@ -96,6 +97,12 @@ CODA_LOG=debug CODA_TUNE_CACHE="$out/heuristic-tuning.json" "$here/device-run.sh
 echo "heuristic exit $? ($(( $(date +%s) - start )) s)"
 python3 "$here/../bench/heuristic_report.py" "$out/heuristic.log" > "$out/heuristic-table.txt" 2>&1
 fi
+if part compare; then
+# `coda bench` and the PyTorch baselines in one run (bench/compare.py), with the shipped tuning.
+start=$(date +%s)
+PYTHONUNBUFFERED=1 python3 "$here/../bench/compare.py" --coda "$bin/coda" --out "$out/compare" > "$out/compare.log" 2>&1
+echo "compare exit $? ($(( $(date +%s) - start )) s)"
+fi
 if part bench; then
 CODA_TUNE_CACHE="$out/tuning.json" "$here/device-run.sh" "$bin/coda" bench ${BENCH_ARGS:-} --json "$out/coda.json" --svg "$out/coda.svg" \
   > "$out/bench.log" 2>&1
@@ -109,4 +116,5 @@ grep -v "DEBUG\|^cache" "$out/tune.log" 2>/dev/null | tail -8
 tail -4 "$out/python.log" 2>/dev/null
 tail -12 "$out/train.log" 2>/dev/null
 tail -2 "$out/heuristic-table.txt" 2>/dev/null
-grep -v "cuBLASLt$" "$out/bench.log" | tail -50
+grep -v "cuBLASLt$" "$out/bench.log" 2>/dev/null | tail -50
+grep "^|" "$out/compare.log" 2>/dev/null | tail -60

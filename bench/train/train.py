@@ -141,6 +141,9 @@ def main():
     forward = model if a.compile == "none" else torch.compile(model, mode=a.compile)
 
     def step(batch):
+        if a.compile == "max-autotune":
+            # Its CUDA graphs reuse their output buffers from one step to the next.
+            torch.compiler.cudagraph_mark_step_begin()
         loss = forward(batch[:, :-1], batch[:, 1:])
         loss.backward()
         if not world:
@@ -151,7 +154,9 @@ def main():
         opt.step()
         sched.step()
         opt.zero_grad(set_to_none=True)
-        loss = loss.detach()
+        # A copy: the losses are read after the last step, and a CUDA graph's
+        # output is overwritten by its next replay.
+        loss = loss.detach().clone()
         if world:
             torch.distributed.all_reduce(loss, op=torch.distributed.ReduceOp.AVG)
         else:

@@ -112,16 +112,20 @@ class BlockOp(unittest.TestCase):
             x2, qkv = blk(attn, x0, pos)
             return x2, qkv
 
-        compiled = torch.compile(outputs, fullgraph=True)
-        results = []
-        for fn in (outputs, compiled):
-            blk.zero_grad(set_to_none=True)
-            attn = self.attn.clone().requires_grad_()
-            x2, qkv = fn(attn, self.x0, self.pos)
-            torch.autograd.backward([x2, qkv], [self.dx2, self.dqkv])
-            results.append([x2.detach(), qkv.detach(), attn.grad] + [p.grad for p in blk.weights()])
-        for i, (e, c) in enumerate(zip(*results)):
-            self.assertTrue(torch.equal(e, c), f"output {i} differs between eager and torch.compile")
+        # "reduce-overhead" turns on Inductor's CUDA graphs, as "max-autotune"
+        # does: the ops' cudagraph_unsafe tag must keep the graph uncaptured.
+        for mode in ("default", "reduce-overhead"):
+            compiled = torch.compile(outputs, fullgraph=True, mode=mode)
+            results = []
+            for fn in (outputs, compiled, compiled):
+                blk.zero_grad(set_to_none=True)
+                attn = self.attn.clone().requires_grad_()
+                x2, qkv = fn(attn, self.x0, self.pos)
+                torch.autograd.backward([x2, qkv], [self.dx2, self.dqkv])
+                results.append([x2.detach().clone(), qkv.detach().clone(), attn.grad] + [p.grad for p in blk.weights()])
+            for run in results[1:]:
+                for i, (e, c) in enumerate(zip(results[0], run)):
+                    self.assertTrue(torch.equal(e, c), f"output {i} differs between eager and torch.compile({mode!r})")
 
     def test_from_checkpoint_matches_the_converted_layout(self):
         c = self.c

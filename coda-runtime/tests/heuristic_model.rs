@@ -1,10 +1,12 @@
 //! The tuner's cost model against H200 timings it must rank: per program
 //! and shape, both default configs, each in the heuristic's scheduler
 //! options. Two sets: session 8's searches of the Llama programs (57
-//! shapes), which the constants were fitted to, so this guards them; and
-//! session 10's searches of the untuned suite at six shapes (84), programs
-//! and shapes the fit never saw. Choosing by the model must beat always
-//! running either config, and stay near each shape's faster one.
+//! shapes; `linear_dswiglu`'s from session 16, its pair loads rebuilt),
+//! which the constants were fitted to, so this guards them; and session
+//! 10's searches of the untuned suite at six shapes (84; `swiglu_backward`'s
+//! from session 16), programs and shapes the fit never saw. Choosing by the
+//! model must beat always running either config, and stay near each
+//! shape's faster one.
 
 use coda_runtime::Problem;
 use coda_runtime::dsl::ir::Config;

@@ -41,6 +41,12 @@ from ._errors import argument_error
 __all__ = ["Block", "BlockConfig", "block", "rope_freq"]
 
 _BF16, _F32 = torch.bfloat16, torch.float32
+# CODA refuses a launch on a stream that is capturing a CUDA graph (its ops
+# allocate chunk and partial buffers outside PyTorch's allocator), so its
+# ops say so: under torch.compile's CUDA graphs ("max-autotune", "reduce-
+# overhead") Inductor then runs a graph holding them without capturing it.
+# PyTorch before 2.8 has no such tag.
+OP_TAGS = (torch.Tag.cudagraph_unsafe,) if hasattr(torch.Tag, "cudagraph_unsafe") else ()
 
 
 @dataclass(frozen=True)
@@ -81,7 +87,7 @@ def _rows(name, t):
     return t.shape[0], t.device.index
 
 
-@torch.library.custom_op("coda_rs::block_forward", mutates_args=())
+@torch.library.custom_op("coda_rs::block_forward", mutates_args=(), tags=OP_TAGS)
 def _forward(
     attn: torch.Tensor,
     x0: torch.Tensor,
@@ -137,7 +143,7 @@ def _(attn, x0, pos, wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, freq, q_norm,
     return e(m, d), e(m, qw), e(m, d), e(m, dtype=_F32), e(m, 2 * f), e(m, f), e(m, dtype=_F32), z2, qk_gamma
 
 
-@torch.library.custom_op("coda_rs::block_backward", mutates_args=())
+@torch.library.custom_op("coda_rs::block_backward", mutates_args=(), tags=OP_TAGS)
 def _backward(
     attn: torch.Tensor,
     pos: torch.Tensor,

@@ -26,12 +26,12 @@ import torch
 
 from . import _coda
 from ._errors import argument_error
-from .block import _rows
+from .block import OP_TAGS, _rows
 
 __all__ = ["head_loss"]
 
 
-@torch.library.custom_op("coda_rs::head_loss", mutates_args=())
+@torch.library.custom_op("coda_rs::head_loss", mutates_args=(), tags=OP_TAGS)
 def _head(
     x: torch.Tensor,
     targets: torch.Tensor,
