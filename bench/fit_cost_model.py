@@ -127,9 +127,9 @@ def main():
     print(f"{len(points)} timings, rms log error {math.sqrt(2 * fit.cost / len(points)):.4f}")
     for name, v in zip(NAMES, np.exp(fit.x)):
         print(f"  {name:<12} {v:.4g}")
+    held = [p for p in every if p[0] in args.hold_out]
     for label, th in (("tune.rs's constants", np.log(CURRENT)), ("the fit", fit.x)):
         report(label, th, work, points, "fitted")
-        held = [p for p in every if p[0] in args.hold_out]
         if held:
             report(label, th, work, held, "held out")
 
@@ -151,6 +151,7 @@ def report(label, th, work, points, which):
         print(f"{label}, {which}: choosing over {len(logs)} shapes with both configs timed: "
               f"geomean {math.exp(sum(logs) / len(logs)):.4f}, worst {math.exp(max(logs)):.3f} of the faster"
               + "".join(f"\n    wrong by >1%: {w}" for w in wrong))
+
 
 if __name__ == "__main__":
     main()

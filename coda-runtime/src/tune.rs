@@ -694,6 +694,7 @@ mod tests {
         assert_eq!(pick(store, 16384, 4096, 4096), "pp_128x128_c1x2");
         assert_eq!(pick(store, 1000, 256, 256), "coop_128x256_c1x1");
         assert_eq!(pick(pairs, 16384, 8192, 2048), "pp_128x128_c1x2");
+        assert_eq!(pick(pairs, 16384, 28672, 8192), "pp_128x128_c1x2");
         assert_eq!(pick(pairs, 1000, 4096, 1024), "coop_128x256_c1x1");
         let alone: &'static [Variant] = Box::leak(Box::new([variant("pp_128x192_c2x1")]));
         assert_eq!(heuristic(&kernel("t", alone, "", store), 132, Problem { m: 8, n: 8, k: 8 }).config.name(), "pp_128x192_c2x1");
