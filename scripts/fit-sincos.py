@@ -10,13 +10,9 @@ random angles in ±10^[−6, 6] and angles near multiples of π/2.
 import mpmath as mp
 import numpy as np
 
+from f32fit import f32, fma, lawson
+
 mp.mp.prec = 200
-f32 = np.float32
-
-
-def fma(a, b, c):
-    """f32 fma: the product of two f32 is exact in f64; one rounding to f32 after the sum."""
-    return f32(np.float64(a) * np.float64(b) + np.float64(c))
 
 
 half_pi = mp.pi / 2
@@ -24,18 +20,6 @@ C1 = f32(float(half_pi))
 C2 = f32(float(half_pi - mp.mpf(float(C1))))
 C3 = f32(float(half_pi - mp.mpf(float(C1)) - mp.mpf(float(C2))))
 TWO_OVER_PI = f32(float(2 / mp.pi))
-
-
-def lawson(target, basis, iterations=200):
-    """Weighted least squares whose weights grow where the error is largest: converges to minimax."""
-    a = np.stack(basis, 1)
-    w = np.full(len(target), 1.0 / len(target))
-    for _ in range(iterations):
-        sw = np.sqrt(w)
-        c = np.linalg.lstsq(a * sw[:, None], target * sw, rcond=None)[0]
-        w *= np.abs(a @ c - target)
-        w /= w.sum()
-    return c
 
 
 # Chebyshev-spaced points on (0, π/4], a little past π/4 for k's rounding.

@@ -118,6 +118,9 @@ pub fn emit(program: &Program, package: &str, version: &str) -> String {
     if program.group_size().is_some() {
         let _ = writeln!(s, "#include \"coda/group.hpp\"");
     }
+    if plan.nodes.iter().any(|n| matches!(n.kind, EvtKind::ColSumPartials)) {
+        let _ = writeln!(s, "#include \"coda/colsum.hpp\"");
+    }
     let _ = writeln!(s);
     let _ = writeln!(s, "namespace {ns} {{\nusing namespace coda::sm90;\n");
     let _ = writeln!(s, "using TileShape = Shape<_{}, _{}, _{}>;", cfg.tile_m, cfg.tile_n, cfg.operands.tile_k());
@@ -251,8 +254,8 @@ pub fn emit(program: &Program, package: &str, version: &str) -> String {
             }
             EvtKind::Scalar(k) => format!("{{{{p.scalars[{k}]}}}}"),
             EvtKind::TileStore(d) => format!("{{static_cast<{}*>({t}), tile_stride(M, N)}}", cpp_elem(*d)),
-            EvtKind::RowSumPartials | EvtKind::ColSumPartials => format!("{{{t}}}"),
-            EvtKind::RowLsePartials => format!("{{static_cast<float*>({t})}}"),
+            EvtKind::RowSumPartials => format!("{{{t}}}"),
+            EvtKind::ColSumPartials | EvtKind::RowLsePartials => format!("{{static_cast<float*>({t})}}"),
             EvtKind::OneHot => format!("{{static_cast<int32_t const*>({t})}}"),
             EvtKind::GatherPerRow { target } => {
                 format!("{{static_cast<int32_t const*>(p.tensors[{target}]), static_cast<float*>({t})}}")

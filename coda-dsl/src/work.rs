@@ -38,8 +38,8 @@ fn unary(op: UnaryOp) -> (f32, f32) {
         UnaryOp::Silu => (2.0, 6.0),
         // x·sigmoid(2u) with u a cubic.
         UnaryOp::Gelu => (2.0, 10.0),
-        // libdevice's erfcf: a rational approximation and an exponential.
-        UnaryOp::GeluExact => (2.0, 24.0),
+        // A fitted erfc: t = rcp(1 + a/2), a degree-7 polynomial in t, ex2, a select.
+        UnaryOp::GeluExact => (2.0, 15.0),
         // max(x, 0) + log1p(e^−|x|), a series near zero.
         UnaryOp::Softplus => (2.0, 10.0),
         // π/2 reduction and two short polynomials (sin and cos of one angle share them).

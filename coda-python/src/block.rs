@@ -8,7 +8,7 @@ use coda_runtime::{Stream, bf16};
 use dlpark::python::ImportedDlpack;
 use pyo3::prelude::*;
 
-use crate::{Current, argument_error, cublas, current_stream, import, raw, to_py};
+use crate::{Current, Use, argument_error, cublas, current_stream, import, raw, to_py};
 
 /// A block's shapes as Python passes them:
 /// `(hidden, ffn, heads, kv_heads, head_dim, eps, rope_theta, qk_norm)`.
@@ -34,7 +34,8 @@ pub fn block_rope_freq(py: Python<'_>, c: Config) -> PyResult<Vec<f32>> {
 }
 
 /// Imports `tensors` (named `names`, in order) for a launch on `device`'s
-/// current stream, refusing a count other than `names`'.
+/// current stream, refusing a count other than `names`'; kept alive by
+/// stream order, as PyTorch's ops' tensors are (`Use::StreamOrdered`).
 pub(crate) fn import_all(
     py: Python<'_>,
     what: &str,
@@ -46,7 +47,7 @@ pub(crate) fn import_all(
     if tensors.len() != names.len() {
         return Err(argument_error(py, what, &format!("{} tensors given, want {} ({})", tensors.len(), names.len(), names.join(", "))));
     }
-    names.iter().zip(tensors).map(|(name, t)| import(py, name, t, device, on)).collect()
+    names.iter().zip(tensors).map(|(name, t)| import(py, name, t, device, on, Use::StreamOrdered)).collect()
 }
 
 // The tensors' names in the order Python passes them; with QK-norm the

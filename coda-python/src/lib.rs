@@ -142,23 +142,38 @@ fn check_cuda(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>, device: Option
 
 /// `obj`, a `torch.Tensor` on CUDA device `device`, imported through
 /// DLPack with its data ready on the current stream `on`, without a copy.
-/// The tensor's memory is marked as used on `on` (`Tensor.record_stream`,
-/// as PyTorch asks of code that uses a tensor on another stream than its
-/// own): freed while a launch enqueued here has not run, PyTorch's
-/// allocator hands it to other work only after that launch (on the
-/// tensor's own stream the stream order alone ensures it). Memory that
-/// PyTorch's allocator does not own (`torch.from_dlpack` of another
-/// framework's, another process's) is its owner's to keep until the launch
-/// has run, as for PyTorch's own ops.
-fn import(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>, device: usize, on: &Current<'_>) -> PyResult<ImportedDlpack> {
+/// With `Use::Recorded` (`launch`) the tensor's memory is also marked as
+/// used on `on` (`Tensor.record_stream`, as PyTorch asks of code that uses a
+/// tensor on another stream than its own): freed while a launch enqueued
+/// here has not run, PyTorch's allocator hands it to other work only after
+/// that launch (on the tensor's own stream the stream order alone ensures
+/// it). Memory that PyTorch's allocator does not own (`torch.from_dlpack` of
+/// another framework's, another process's) is its owner's to keep until the
+/// launch has run, as for PyTorch's own ops.
+/// How a launch's tensors are kept alive until it has run.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Use {
+    /// `Tensor.record_stream` on the launch's stream: `launch`, whose
+    /// callers may pass tensors made on any stream.
+    Recorded,
+    /// Stream order alone, as for PyTorch's own ops: the ops registered
+    /// with `torch.library` (block, LM-head tail). A recorded use would
+    /// leave an event on memory of a CUDA-graph pool, which Inductor's CUDA
+    /// graph trees (`reduce-overhead`, `max-autotune`) refuse to checkpoint.
+    StreamOrdered,
+}
+
+fn import(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>, device: usize, on: &Current<'_>, used: Use) -> PyResult<ImportedDlpack> {
     check_cuda(py, name, obj, Some(device))?;
     // `record_stream` (a torch.Tensor method) is what orders reuse after the launch.
     if !obj.is_instance(&py.import("torch")?.getattr("Tensor")?)? {
         let kind = obj.get_type().name()?;
         return Err(argument_error(py, name, &format!("is a {kind}; pass a torch.Tensor")));
     }
-    obj.call_method1("record_stream", (&on.torch,))
-        .map_err(|e| argument_error(py, name, &format!("cannot be marked as used on the current stream (Tensor.record_stream: {e})")))?;
+    if used == Use::Recorded {
+        obj.call_method1("record_stream", (&on.torch,))
+            .map_err(|e| argument_error(py, name, &format!("cannot be marked as used on the current stream (Tensor.record_stream: {e})")))?;
+    }
     let request = ImportRequest::new(obj.as_borrowed())?;
     request.import(Some(&ConsumerStream(on.raw)), Some(false)).map_err(|e| argument_error(py, name, &format!("DLPack import failed: {e}")))
 }
@@ -287,12 +302,12 @@ fn plan(py: Python<'_>, program: &str, device: usize, operands: Vec<Bound<'_, Py
             return Err(argument_error(py, "program", "a map program without a Tile input"));
         };
         let [tile] = &operands[..] else { return Err(argument_error(py, p.name, "a map program takes its first tile as the operand")) };
-        let imported = import(py, p.name, tile, device, &on)?;
+        let imported = import(py, p.name, tile, device, &on, Use::Recorded)?;
         let raw = Raw::new(&s, p.name, p.dtype, &imported).map_err(|e| to_py(py, e))?;
         k.map_shape(raw.any()).map_err(|e| to_py(py, e))?
     } else {
         let [a, b] = &operands[..] else { return Err(argument_error(py, "a", "a GEMM program takes `a` and `b`")) };
-        let (ia, ib) = (import(py, "a", a, device, &on)?, import(py, "b", b, device, &on)?);
+        let (ia, ib) = (import(py, "a", a, device, &on, Use::Recorded)?, import(py, "b", b, device, &on, Use::Recorded)?);
         let ra = raw::<bf16>(&s, "a", &ia).map_err(|e| to_py(py, e))?;
         let rb = raw::<bf16>(&s, "b", &ib).map_err(|e| to_py(py, e))?;
         k.gemm_shape(&ra, &rb).map_err(|e| to_py(py, e))?
@@ -336,11 +351,11 @@ fn launch(
     let on = current_stream(py, device)?;
     let s = on.stream.clone();
     let operands = match (a, b) {
-        (Some(a), Some(b)) => Some((import(py, "a", &a, device, &on)?, import(py, "b", &b, device, &on)?)),
+        (Some(a), Some(b)) => Some((import(py, "a", &a, device, &on, Use::Recorded)?, import(py, "b", &b, device, &on, Use::Recorded)?)),
         (None, None) => None,
         _ => return Err(argument_error(py, "b", "`a` and `b` come together (a GEMM program) or not at all (a map program)")),
     };
-    let imported = k.params().iter().zip(&tensors).map(|(p, t)| import(py, p.name, t, device, &on)).collect::<PyResult<Vec<_>>>()?;
+    let imported = k.params().iter().zip(&tensors).map(|(p, t)| import(py, p.name, t, device, &on, Use::Recorded)).collect::<PyResult<Vec<_>>>()?;
     let mut raws = k
         .params()
         .iter()

@@ -109,20 +109,26 @@ class BlockOp(unittest.TestCase):
         blk = Block(self.c, device="cuda")
 
         def outputs(attn, x0, pos):
-            x2, qkv = blk(attn, x0, pos)
-            return x2, qkv
+            # PyTorch ops on both sides (exact scalings), captured in CUDA
+            # graphs around the block, whose tensors then come from the graphs' pool.
+            x2, qkv = blk(attn * 0.5, x0, pos)
+            return x2 * 2.0, qkv
 
-        # "reduce-overhead" turns on Inductor's CUDA graphs, as "max-autotune"
-        # does: the ops' cudagraph_unsafe tag must keep the graph uncaptured.
+        # "reduce-overhead" turns on Inductor's CUDA graph trees, as
+        # "max-autotune" does: the ops' cudagraph_unsafe tag keeps them out of
+        # the graphs, and the pool's memory must stay checkpointable around
+        # them (no recorded stream uses) through warm-up, recording and replay.
         for mode in ("default", "reduce-overhead"):
             compiled = torch.compile(outputs, fullgraph=True, mode=mode)
             results = []
-            for fn in (outputs, compiled, compiled):
+            for fn in (outputs, compiled, compiled, compiled, compiled):
                 blk.zero_grad(set_to_none=True)
                 attn = self.attn.clone().requires_grad_()
+                torch.compiler.cudagraph_mark_step_begin()  # a new step for CUDA graph trees
                 x2, qkv = fn(attn, self.x0, self.pos)
                 torch.autograd.backward([x2, qkv], [self.dx2, self.dqkv])
-                results.append([x2.detach().clone(), qkv.detach().clone(), attn.grad] + [p.grad for p in blk.weights()])
+                # Copies: a CUDA graph's replay overwrites the outputs of the last.
+                results.append([t.detach().clone() for t in [x2, qkv, attn.grad] + [p.grad for p in blk.weights()]])
             for run in results[1:]:
                 for i, (e, c) in enumerate(zip(results[0], run)):
                     self.assertTrue(torch.equal(e, c), f"output {i} differs between eager and torch.compile({mode!r})")

@@ -63,9 +63,11 @@ class HeadOp(unittest.TestCase):
     def run_tail(self, dtype, fn):
         leaves = [t.detach().to(dtype).requires_grad_() for t in (self.x, self.gamma, self.w)]
         x, gamma, w = leaves
+        torch.compiler.cudagraph_mark_step_begin()  # a new step for CUDA graph trees
         loss = fn(x, self.targets, gamma, w)
         loss.backward()
-        return [loss.detach()] + [t.grad for t in leaves]
+        # Copies: a CUDA graph's replay overwrites the outputs of the last.
+        return [loss.detach().clone()] + [t.grad.clone() for t in leaves]
 
     def test_loss_and_gradients_against_f64(self):
         coda = lambda x, t, gamma, w: head_loss(x, t, gamma, w, EPS, chunk_rows=256)  # noqa: E731
@@ -93,16 +95,20 @@ class HeadOp(unittest.TestCase):
 
     def test_compiled_matches_eager(self):
         def loss(x, t, gamma, w):
-            return head_loss(x, t, gamma, w, EPS, 256)
+            # PyTorch ops on both sides (exact scalings), captured in CUDA
+            # graphs around the tail, whose tensors then come from the graphs' pool.
+            return head_loss(x * 0.5, t, gamma, w, EPS, 256) * 2.0
 
-        # "reduce-overhead": Inductor's CUDA graphs on, which the op's
-        # cudagraph_unsafe tag must keep from capturing it.
+        # "reduce-overhead": Inductor's CUDA graph trees on; the op's
+        # cudagraph_unsafe tag keeps it out of the graphs, and the pool's
+        # memory must stay checkpointable around it (no recorded stream uses)
+        # through warm-up, recording and replay.
         for mode in ("default", "reduce-overhead"):
-            results = []
-            for fn in (loss, torch.compile(loss, fullgraph=True, mode=mode)):
-                results.append(self.run_tail(torch.bfloat16, fn))
-            for name, e, c in zip(NAMES, *results):
-                self.assertTrue(torch.equal(e, c), f"{name} differs between eager and torch.compile({mode!r})")
+            compiled = torch.compile(loss, fullgraph=True, mode=mode)
+            eager, *runs = [self.run_tail(torch.bfloat16, fn) for fn in (loss, compiled, compiled, compiled, compiled)]
+            for run in runs:
+                for name, e, c in zip(NAMES, eager, run):
+                    self.assertTrue(torch.equal(e, c), f"{name} differs between eager and torch.compile({mode!r})")
 
     def test_backward_fills_no_zero_gradients(self):
         """The op's saved-gradient outputs have no gradient of their own:

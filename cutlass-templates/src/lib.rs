@@ -3,7 +3,8 @@
 //! so no path into a source checkout is needed once the crates are packaged.
 
 /// `(file name, contents)` of every header under `include/coda/`.
-pub const HEADERS: [(&str, &str); 6] = [
+pub const HEADERS: [(&str, &str); 7] = [
+    ("colsum.hpp", include_str!("../include/coda/colsum.hpp")),
     ("group.hpp", include_str!("../include/coda/group.hpp")),
     ("launch.h", include_str!("../include/coda/launch.h")),
     ("math.hpp", include_str!("../include/coda/math.hpp")),

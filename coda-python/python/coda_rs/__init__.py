@@ -11,7 +11,9 @@ tensor of a launch is marked as used on the current stream
 run is not reused under it, even if it was made on another stream; memory
 PyTorch's allocator does not own (``torch.from_dlpack`` of another
 framework's) is its owner's to keep until the launch has run, as for
-PyTorch's own ops.
+PyTorch's own ops. The ops of ``coda_rs.llama`` (registered with
+``torch.library``) rely on stream order alone, as PyTorch's own ops do, so
+that CUDA graph trees can checkpoint their memory pool around them.
 
 Partial outputs (``RowPartial``, ``ColPartial``, ``LsePartial``) are f32
 tensors laid out per output tile (``program_info`` gives each parameter's

@@ -6,8 +6,8 @@
 // unrolled epilogues costs issue slots and overflowed the instruction cache.
 // exp, log, tanh and the reciprocal are one special-function-unit instruction
 // each; sin and cos are a short reduction and polynomials (huge angles call
-// libdevice's sincosf out of line); gelu_exact alone calls libdevice (erfcf,
-// a polynomial and an exponential). Without `.ftz` the approximations keep
+// libdevice's sincosf out of line); gelu_exact is a fitted erfc (a
+// reciprocal, a polynomial and ex2). Without `.ftz` the approximations keep
 // subnormal inputs and outputs. Errors (PTX ISA, and measured against the
 // f64 interpreter by the GPU tests; README, "Maps"):
 //   exp   ex2.approx(x·log2 e)    ~2 ulp + 1.2·|x| ulp
@@ -19,7 +19,9 @@
 //                                 by libdevice's sincosf
 //   sigmoid, silu, gelu from e = exp(−|z|) and rcp, so that neither tail
 //   cancels or underflows early; softplus from exp and a log1p that is a
-//   series for small arguments; gelu_exact from erfcf (erff cancels for x ≪ 0).
+//   series for small arguments; gelu_exact from erfc (erf cancels for x ≪ 0):
+//   relative ~1e-5 (emulated; past x = −6 the rounding of the exponent
+//   dominates).
 #pragma once
 
 #include <cutlass/cutlass.h>
@@ -96,9 +98,30 @@ CUTLASS_HOST_DEVICE float silu(float x) { return x * sigmoid(x); }
 CUTLASS_HOST_DEVICE float gelu(float x) {
   return x * sigmoid(1.59576912160573071f * fmaf(0.044715f * x, x * x, x));
 }
-// 0.5·x·(1 + erf(x/√2)) = 0.5·x·erfc(−x/√2): 1 + erff cancels to 0 for
-// x < −5.9; erfcf keeps the tail until it underflows.
-CUTLASS_HOST_DEVICE float gelu_exact(float x) { return 0.5f * x * erfcf(x * -0.707106781186547524f); }
+// 0.5·x·(1 + erf(x/√2)) = 0.5·x·erfc(−x/√2) (1 + erf cancels to 0 for
+// x < −5.9). With a = |x|/√2: erfc(a) = t·2^(P(t) − a²·log₂e), t = 1/(1 + a/2)
+// ∈ (0, 1], P of degree 7 fitted for relative error (scripts/fit-erfc.py,
+// which also checks this algorithm in emulated f32), so the tail x ≪ 0 keeps
+// its relative accuracy until it underflows; erfc(−a) = 2 − erfc(a). Two SFU
+// operations and 14 others, against libdevice erfcf's three and ~40.
+CUTLASS_HOST_DEVICE float gelu_exact(float x) {
+#if defined(__CUDA_ARCH__)
+  float ax = fabsf(x);
+  float t = rcp(fmaf(ax, 3.535533845e-01f, 1.0f));
+  float p = fmaf(t, -2.649679482e-01f, 1.058928609e+00f);
+  p = fmaf(p, t, -1.399595022e+00f);
+  p = fmaf(p, t, 4.629833996e-01f);
+  p = fmaf(p, t, -3.489071876e-02f);
+  p = fmaf(p, t, 5.615798235e-01f);
+  p = fmaf(p, t, 1.441725373e+00f);
+  p = fmaf(p, t, -1.825764537e+00f);
+  float b = ax * 8.493217826e-01f;  // b² = a²·log₂e
+  float q = t * ex2(fmaf(-b, b, p));
+  return 0.5f * x * (x >= 0.0f ? 2.0f - q : q);
+#else
+  return 0.5f * x * erfcf(x * -0.707106781186547524f);
+#endif
+}
 // log(1 + e), e ∈ [0, 1]: 1 + e rounds e away below 2^−24 and log's absolute
 // error near 1 is large relative to small e, so small e takes the series
 // e − e²/2 + e³/3 − e⁴/4 (relative error < e⁴/5 < 1e-6 for e < 1/32).

@@ -133,12 +133,6 @@ template <class TileShape>
 using RowSumPartials = Sm90ColReduction<cutlass::plus, cutlass::plus, cutlass::plus, 0, TileShape, float, float,
                                         kRound, Stride<_1, _0, _0>, 4, true, /*FinalReduction=*/false>;
 
-// Per-column sums over each tile's rows, written without atomics as f32
-// partials laid out [ceil(M/tileM), round_up(N, tileN)] (tile-major, n fastest).
-template <class TileShape>
-using ColSumPartials = Sm90RowReduction<cutlass::plus, cutlass::plus, cutlass::plus, 0, TileShape, float, float,
-                                        kRound, Stride<_0, _1, _0>, 4, true, /*FinalReduction=*/false>;
-
 // Defaults for our custom EVT nodes that need no workspace, shared memory
 // or producer loads: their Params are their Arguments.
 template <class Args>
