@@ -140,16 +140,6 @@ fn check_cuda(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>, device: Option
     }
 }
 
-/// `obj`, a `torch.Tensor` on CUDA device `device`, imported through
-/// DLPack with its data ready on the current stream `on`, without a copy.
-/// With `Use::Recorded` (`launch`) the tensor's memory is also marked as
-/// used on `on` (`Tensor.record_stream`, as PyTorch asks of code that uses a
-/// tensor on another stream than its own): freed while a launch enqueued
-/// here has not run, PyTorch's allocator hands it to other work only after
-/// that launch (on the tensor's own stream the stream order alone ensures
-/// it). Memory that PyTorch's allocator does not own (`torch.from_dlpack` of
-/// another framework's, another process's) is its owner's to keep until the
-/// launch has run, as for PyTorch's own ops.
 /// How a launch's tensors are kept alive until it has run.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Use {
@@ -163,9 +153,19 @@ enum Use {
     StreamOrdered,
 }
 
+/// `obj`, a `torch.Tensor` on CUDA device `device`, imported through
+/// DLPack with its data ready on the current stream `on`, without a copy.
+/// With `Use::Recorded` (`launch`) the tensor's memory is also marked as
+/// used on `on` (`Tensor.record_stream`, as PyTorch asks of code that uses a
+/// tensor on another stream than its own): freed while a launch enqueued
+/// here has not run, PyTorch's allocator hands it to other work only after
+/// that launch (on the tensor's own stream the stream order alone ensures
+/// it). Memory that PyTorch's allocator does not own (`torch.from_dlpack` of
+/// another framework's, another process's) is its owner's to keep until the
+/// launch has run, as for PyTorch's own ops.
 fn import(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>, device: usize, on: &Current<'_>, used: Use) -> PyResult<ImportedDlpack> {
     check_cuda(py, name, obj, Some(device))?;
-    // `record_stream` (a torch.Tensor method) is what orders reuse after the launch.
+    // Only PyTorch tensors: the lifetime rules above are its allocator's.
     if !obj.is_instance(&py.import("torch")?.getattr("Tensor")?)? {
         let kind = obj.get_type().name()?;
         return Err(argument_error(py, name, &format!("is a {kind}; pass a torch.Tensor")));

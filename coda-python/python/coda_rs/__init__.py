@@ -11,8 +11,8 @@ tensor of a launch is marked as used on the current stream
 run is not reused under it, even if it was made on another stream; memory
 PyTorch's allocator does not own (``torch.from_dlpack`` of another
 framework's) is its owner's to keep until the launch has run, as for
-PyTorch's own ops. The ops of ``coda_rs.llama`` (registered with
-``torch.library``) rely on stream order alone, as PyTorch's own ops do, so
+PyTorch's own ops. The ops of ``coda_rs.block`` and ``coda_rs.head``
+(registered with ``torch.library``) rely on stream order alone, as PyTorch's own ops do, so
 that CUDA graph trees can checkpoint their memory pool around them.
 
 Partial outputs (``RowPartial``, ``ColPartial``, ``LsePartial``) are f32

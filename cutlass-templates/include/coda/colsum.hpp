@@ -93,6 +93,7 @@ struct ColSumPartials : PlainNode<ColSumArgs> {
     static_assert(detail::column_pairs<Sub>(cute::make_integer_sequence<int, size(Sub{})>{}),
                   "each thread's fragment must hold column pairs 8k, 8k+1 in slot order (r,r,r+8,r+8,...)");
     static_assert(S % 8 == 0 && Warps * 32 == NumThreads, "the reduction spreads S columns over 8 lanes");
+    static_assert(4 * C == EpiTileN, "a quad's 4 lanes must hold a subtile's columns between them");
 
     ThrCoords tCcD;
     Residue residue;  // (M, N) minus the thread's first element
@@ -146,7 +147,7 @@ struct ColSumPartials : PlainNode<ColSumArgs> {
       int first = (lane & 16 ? S / 2 : 0) + (lane & 8 ? S / 4 : 0) + (lane & 4 ? S / 8 : 0);
 
       float* buf = reinterpret_cast<float*>(raw_pointer_cast(smem_buffer.data()));
-      sync_fn();  // the buffer's last reader (the previous subtile's copy) is done
+      sync_fn();  // every thread is done reading this stage (C, where CUTLASS reuses it for D)
       CUTLASS_PRAGMA_UNROLL
       for (int t = 0; t < S / 8; ++t) {
         buf[warp * TileN + col0 + detail::colsum_offset<C, EpiTileN>(first + t)] = v[t];
@@ -158,7 +159,7 @@ struct ColSumPartials : PlainNode<ColSumArgs> {
         for (int w = 1; w < Warps; ++w) a += buf[w * TileN + c];
         out[c] = a;
       }
-      sync_fn();  // the buffer is the next subtile's store buffer again
+      sync_fn();  // this subtile's D copy into the buffer comes next
     }
   };
 
