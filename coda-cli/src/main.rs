@@ -44,6 +44,9 @@ enum Command {
         /// Write a chart of the ratios as SVG here.
         #[arg(long)]
         svg: Option<PathBuf>,
+        /// Only the untuned suite's programs whose name contains this (with `--part untuned`).
+        #[arg(long)]
+        program: Option<String>,
     },
     /// Print the CUTLASS C++ generated for the epilogue programs of a Rust file.
     Emit {
@@ -137,7 +140,7 @@ fn gpu() -> Result<Stream, String> {
 
 fn run(command: Command) -> Result<(), String> {
     match command {
-        Command::Bench { quick, part, json, svg } => bench(quick, part, json, svg),
+        Command::Bench { quick, part, json, svg, program } => bench(quick, part, json, svg, program.as_deref()),
         Command::Emit { file, program, config, package } => emit(&file, program.as_deref(), config.as_deref(), &package),
         Command::Inspect { filter } => {
             for k in kernels().into_iter().filter(|k| filter.as_ref().is_none_or(|f| k.name().contains(f.as_str()))) {
@@ -183,9 +186,18 @@ fn run(command: Command) -> Result<(), String> {
     }
 }
 
-fn bench(quick: bool, part: Part, json: Option<PathBuf>, svg: Option<PathBuf>) -> Result<(), String> {
+fn bench(quick: bool, part: Part, json: Option<PathBuf>, svg: Option<PathBuf>, program: Option<&str>) -> Result<(), String> {
     let plan = if quick { suite::Plan::quick() } else { suite::Plan::full() };
-    let programs = coda_user_programs::all();
+    let mut programs = coda_user_programs::all();
+    if let Some(p) = program {
+        if part != Part::Untuned {
+            return Err("--program picks programs of the untuned suite: use it with --part untuned".into());
+        }
+        programs.retain(|(name, _, _)| name.contains(p));
+        if programs.is_empty() {
+            return Err(format!("--program `{p}`: no program of the untuned suite has it in its name"));
+        }
+    }
     let llama = part != Part::Untuned;
     let untuned = part != Part::Llama;
     let total = if llama { plan.rows() } else { 0 } + if untuned { programs.len() * plan.op_sizes.len() } else { 0 };

@@ -17,7 +17,7 @@ except ImportError:  # CI installs no torch: this file is for the GPU machine
 if GPU:
     from coda_rs import ArgumentError
     from coda_rs.block import Block, BlockConfig, block, rope_freq
-    from test_gpu import criterion
+    from test_gpu import criterion, cuda_graph_rerecords
 
 NAMES = ["x2", "qkv", "dattn", "dx0", "dwo", "dgamma1", "dw_gate_up", "dw_down", "dgamma2", "dw_qkv", "dq_norm", "dk_norm"]
 
@@ -121,14 +121,16 @@ class BlockOp(unittest.TestCase):
         for mode in ("default", "reduce-overhead"):
             compiled = torch.compile(outputs, fullgraph=True, mode=mode)
             results = []
-            for fn in (outputs, compiled, compiled, compiled, compiled):
-                blk.zero_grad(set_to_none=True)
-                attn = self.attn.clone().requires_grad_()
-                torch.compiler.cudagraph_mark_step_begin()  # a new step for CUDA graph trees
-                x2, qkv = fn(attn, self.x0, self.pos)
-                torch.autograd.backward([x2, qkv], [self.dx2, self.dqkv])
-                # Copies: a CUDA graph's replay overwrites the outputs of the last.
-                results.append([t.detach().clone() for t in [x2, qkv, attn.grad] + [p.grad for p in blk.weights()]])
+            with cuda_graph_rerecords() as rerecords:
+                for fn in (outputs, compiled, compiled, compiled, compiled):
+                    blk.zero_grad(set_to_none=True)
+                    attn = self.attn.clone().requires_grad_()
+                    torch.compiler.cudagraph_mark_step_begin()  # a new step for CUDA graph trees
+                    x2, qkv = fn(attn, self.x0, self.pos)
+                    torch.autograd.backward([x2, qkv], [self.dx2, self.dqkv])
+                    # Copies: a CUDA graph's replay overwrites the outputs of the last.
+                    results.append([t.detach().clone() for t in [x2, qkv, attn.grad] + [p.grad for p in blk.weights()]])
+            self.assertEqual(rerecords, [], f"torch.compile({mode!r}) re-recorded")
             for run in results[1:]:
                 for i, (e, c) in enumerate(zip(results[0], run)):
                     self.assertTrue(torch.equal(e, c), f"output {i} differs between eager and torch.compile({mode!r})")

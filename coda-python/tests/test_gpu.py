@@ -4,6 +4,8 @@ reference with the project's criterion (max |ours − f64| ≤ 2 · max |bf16 op
 by op − f64| + 1e-6, the bf16 path summing the GEMM in f32 as cuBLAS does),
 bitwise repeatable; refusals on the GPU name their argument."""
 
+import contextlib
+import logging
 import unittest
 
 import coda_rs
@@ -23,6 +25,46 @@ def criterion(test, name, ours, exact, bf16):
     yardstick = (bf16.double() - exact).abs().max().item()
     print(f"  {name}: max err {err:.3e}, bf16 op-by-op {yardstick:.3e}")
     test.assertLessEqual(err, 2 * yardstick + 1e-6, name)
+
+
+@contextlib.contextmanager
+def cuda_graph_rerecords():
+    """The messages of CUDA graph trees' unexpected re-recordings ("Re-recording
+    function=…, reason=…", what ``TORCH_LOGS=cudagraphs`` prints) inside the
+    block: each one is a capture on the host where a replay was due."""
+    messages = []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            if "Re-recording" in record.getMessage():
+                messages.append(record.getMessage())
+
+    handler = Collect(logging.DEBUG)
+    logger = logging.getLogger("torch._inductor.cudagraph_trees")
+    torch._logging.set_logs(cudagraphs=True)
+    logger.addHandler(handler)
+    try:
+        yield messages
+    finally:
+        logger.removeHandler(handler)
+        torch._logging.set_logs()
+
+
+@unittest.skipUnless(GPU, "needs a CUDA GPU and PyTorch")
+class CudaGraphRerecords(unittest.TestCase):
+    def test_a_moved_parameter_is_counted(self):
+        """The counter the compiled-op tests rely on sees a re-recording: a
+        parameter (a static input of the captured graph) moved to new memory."""
+        lin = torch.nn.Linear(64, 64, device="cuda")
+        f = torch.compile(lin, mode="reduce-overhead")
+        x = torch.randn(16, 64, device="cuda")
+        with torch.no_grad(), cuda_graph_rerecords() as rerecords:
+            for step in range(4):
+                if step == 3:
+                    lin.weight.data = lin.weight.data.clone()
+                torch.compiler.cudagraph_mark_step_begin()
+                f(x)
+        self.assertGreater(len(rerecords), 0, "no re-recording seen after the parameter moved")
 
 
 @unittest.skipUnless(GPU, "needs a CUDA GPU and PyTorch")

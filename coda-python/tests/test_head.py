@@ -20,7 +20,7 @@ if GPU:
 
     from coda_rs import ArgumentError
     from coda_rs.head import head_loss
-    from test_gpu import criterion
+    from test_gpu import criterion, cuda_graph_rerecords
 
 NAMES = ["loss", "dx", "dgamma", "dw"]
 EPS = 1e-5
@@ -103,9 +103,21 @@ class HeadOp(unittest.TestCase):
         # cudagraph_unsafe tag keeps it out of the graphs, and the pool's
         # memory must stay checkpointable around it (no recorded stream uses)
         # through warm-up, recording and replay.
+        # Each step, memory the size of the last step's saved gradients is
+        # held, so the op's outputs land elsewhere, as in a training loop;
+        # no captured graph may take them as static inputs (re-recorded on
+        # every step then).
+        held = []
         for mode in ("default", "reduce-overhead"):
             compiled = torch.compile(loss, fullgraph=True, mode=mode)
-            eager, *runs = [self.run_tail(torch.bfloat16, fn) for fn in (loss, compiled, compiled, compiled, compiled)]
+            runs = []
+            with cuda_graph_rerecords() as rerecords:
+                for fn in (loss, compiled, compiled, compiled, compiled):
+                    held.append([torch.empty_like(self.x), torch.empty_like(self.gamma, dtype=torch.float32),
+                                 torch.empty_like(self.w, dtype=torch.float32)])
+                    runs.append(self.run_tail(torch.bfloat16, fn))
+            self.assertEqual(rerecords, [], f"torch.compile({mode!r}) re-recorded")
+            eager, *runs = runs
             for run in runs:
                 for name, e, c in zip(NAMES, eager, run):
                     self.assertTrue(torch.equal(e, c), f"{name} differs between eager and torch.compile({mode!r})")

@@ -9,9 +9,10 @@ The forward runs ``coda_llama::head_forward_backward``: row chunks of
 epilogue keeping online log-sum-exp partials and the chunk's bf16 logits,
 from which the gradients follow; so the gradients of ``x``, ``gamma`` and
 ``w`` are computed in the forward, kept, and scaled by the loss's gradient
-in the backward (one pass instead of two, as fused-loss kernels do). It is
-the ``torch.library`` custom op ``coda_rs::head_loss`` with a fake
-implementation, opaque under ``torch.compile``.
+in the backward (one pass instead of two, as fused-loss kernels do), by a
+second op. They are the ``torch.library`` custom ops ``coda_rs::head_loss``
+and ``coda_rs::head_loss_grad`` with fake implementations, opaque under
+``torch.compile``.
 
 ``x`` ``[M, d]`` bf16, ``targets`` ``[M]`` (any integer dtype, converted
 to int32), ``gamma`` ``[d]`` and ``w`` ``[V, d]`` bf16 (a ``Linear``
@@ -85,13 +86,35 @@ def _setup_context(ctx, inputs, output):
     ctx.set_materialize_grads(False)
 
 
+# The saved gradients scaled by the loss's gradient, as an opaque op of its
+# own: under CUDA graph trees a captured backward partition takes the
+# forward's saved tensors as static inputs, and the forward allocates them
+# anew each step, so scaling them in captured code re-recorded that
+# partition on every step (990 times in 46 steps of the training run).
+@torch.library.custom_op("coda_rs::head_loss_grad", mutates_args=(), tags=OP_TAGS)
+def _scaled(
+    dmean: torch.Tensor,
+    dx: torch.Tensor,
+    dgamma: torch.Tensor,
+    dw: torch.Tensor,
+    x_dtype: torch.dtype,
+    gamma_dtype: torch.dtype,
+    w_dtype: torch.dtype,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    g = dmean.reshape(())
+    return (g * dx).to(x_dtype), (g * dgamma).to(gamma_dtype), (g * dw).to(w_dtype)
+
+
+@_scaled.register_fake
+def _(dmean, dx, dgamma, dw, x_dtype, gamma_dtype, w_dtype):
+    return dx.new_empty(dx.shape, dtype=x_dtype), dgamma.new_empty(dgamma.shape, dtype=gamma_dtype), dw.new_empty(dw.shape, dtype=w_dtype)
+
+
 def _grad(ctx, dmean, *_):
     if dmean is None:
         return (None,) * 9
-    dx, dgamma, dw = ctx.saved_tensors
-    g = dmean.reshape(())
-    tx, tg, tw = ctx.dtypes
-    return (g * dx).to(tx), None, (g * dgamma).to(tg), (g * dw).to(tw), None, None, None, None, None
+    dx, dgamma, dw = torch.ops.coda_rs.head_loss_grad(dmean, *ctx.saved_tensors, *ctx.dtypes)
+    return dx, None, dgamma, dw, None, None, None, None, None
 
 
 _head.register_autograd(_grad, setup_context=_setup_context)
