@@ -26,13 +26,14 @@ FIXED = [
     "sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active",
     "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active",
     "sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active",
-    "smsp__average_warp_latency_issue_stalled_mio_throttle",
-    "smsp__average_warp_latency_issue_stalled_barrier",
-    "smsp__average_warp_latency_issue_stalled_long_scoreboard",
-    "smsp__average_warp_latency_issue_stalled_short_scoreboard",
-    "smsp__average_warp_latency_issue_stalled_math_pipe_throttle",
-    "smsp__average_warp_latency_issue_stalled_wait",
-    "smsp__average_warp_latency_issue_stalled_dispatch_stall",
+    "smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio",
+    "smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio",
+    "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio",
+    "smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio",
+    "smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio",
+    "smsp__average_warps_issue_stalled_wait_per_issue_active.ratio",
+    "smsp__average_warps_issue_stalled_dispatch_stall_per_issue_active.ratio",
+    "smsp__average_warps_issue_stalled_no_instruction_per_issue_active.ratio",
 ]
 
 

@@ -23,7 +23,7 @@ def main(path):
     for fn in re.split(r"Function : ", text)[1:]:
         name = fn.split("\n")[0]
         ins = [re.sub(r"^\s*/\*[0-9a-f]+\*/\s*", "", l).strip().rstrip(";")
-               for l in fn.split("\n") if re.match(r"^\s*/\*[0-9a-f]{4}\*/\s+\S", l)]
+               for l in fn.split("\n") if re.match(r"^\s*/\*[0-9a-f]{4,}\*/\s+\S", l)]
         ops = [re.sub(r"^@!?U?P\w+\s+", "", i).split(" ")[0] for i in ins]
         mma = [k for k, o in enumerate(ops) if o.startswith("HGMMA")]
         if not mma:

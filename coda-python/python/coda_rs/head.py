@@ -12,7 +12,8 @@ from which the gradients follow; so the gradients of ``x``, ``gamma`` and
 in the backward (one pass instead of two, as fused-loss kernels do), by a
 second op. They are the ``torch.library`` custom ops ``coda_rs::head_loss``
 and ``coda_rs::head_loss_grad`` with fake implementations, opaque under
-``torch.compile``.
+``torch.compile``; first-order gradients only (the kept gradients are not
+differentiable themselves).
 
 ``x`` ``[M, d]`` bf16, ``targets`` ``[M]`` (any integer dtype, converted
 to int32), ``gamma`` ``[d]`` and ``w`` ``[V, d]`` bf16 (a ``Linear``
