@@ -17,6 +17,9 @@ The ptxas report is a necessary check, not a proof that the device code is
 unchanged; say in bench/NOTES.md why the change cannot reach the kernels
 (the objects do not settle it: nvcc embeds per-run identifiers, so two
 builds of one unchanged source give `.nv_fatbin` sections that differ).
+Over a change that does reach the kernels, alike in every config (session
+20's accumulator fence), a re-keyed entry is the old search's choice carried
+as a guess: say so in NOTES, and time the shipped rows in the same session.
 """
 
 import json

@@ -5,15 +5,18 @@ tail, per kernel of a SASS listing (session 19's notes):
     cuobjdump -sass KERNEL.o > K.sass      # cuobjdump and nvdisasm: the nvidia-cuda-* wheels
     sass_span.py K.sass
 
-For each kernel with HGMMAs: the instructions between the last HGMMA and the
-epilogue's first shared-memory access or barrier (the "span"; ~40-100 in a
-plain GEMM), the MUFU among them, and how many instructions after the final
+For each kernel with wgmmas (HGMMA, or QGMMA for FP8): the instructions
+between the last one and the epilogue's first shared-memory access or
+barrier (the "span"; ~40-100 in a plain GEMM), the MUFU among them, and how many instructions after the final
 `WARPGROUP.DEPBAR.LE gsb0, 0x0` the consumer's last stage release
 (`SYNCS.ARRIVE.TRANS64.RED`, CUTLASS's `mma_tail`) comes: the producer can
 refill that stage only then, so math scheduled before it stalls the other
-warpgroup's mainloop.
+warpgroup's mainloop. Then the instructions from the last wgmma to the
+kernel's end (the epilogue, unrolled over the tile's subtiles) and the
+most common of them.
 """
 
+import collections
 import re
 import sys
 
@@ -25,7 +28,7 @@ def main(path):
         ins = [re.sub(r"^\s*/\*[0-9a-f]+\*/\s*", "", l).strip().rstrip(";")
                for l in fn.split("\n") if re.match(r"^\s*/\*[0-9a-f]{4,}\*/\s+\S", l)]
         ops = [re.sub(r"^@!?U?P\w+\s+", "", i).split(" ")[0] for i in ins]
-        mma = [k for k, o in enumerate(ops) if o.startswith("HGMMA")]
+        mma = [k for k, o in enumerate(ops) if o.startswith(("HGMMA", "QGMMA"))]
         if not mma:
             continue
         last = mma[-1]
@@ -36,6 +39,9 @@ def main(path):
         schedule = "pingpong" if "Pingpong" in name else "cooperative" if "Cooperative" in name else "?"
         mufu = sum(o.startswith("MUFU") for o in span)
         print(f"{schedule}: span {len(span)} instructions, {mufu} MUFU; stage release {release - done} after the final DEPBAR")
+        tail = collections.Counter(o.split(".")[0] for o in ops[last + 1 :])
+        common = ", ".join(f"{op} {n}" for op, n in tail.most_common(8))
+        print(f"    after the last wgmma: {sum(tail.values())} instructions ({common})")
 
 
 if __name__ == "__main__":

@@ -149,9 +149,10 @@ pub fn emit(program: &Program, package: &str, version: &str) -> String {
 
     // The visitor DAG.
     let _ = writeln!(s, "// The epilogue visitor DAG, in topological order.");
-    for node in &plan.nodes {
+    for (i, node) in plan.nodes.iter().enumerate() {
         let ty = match &node.kind {
-            EvtKind::AccFetch => "Sm90AccFetch".to_string(),
+            EvtKind::AccFetch if only_stored(&plan, i) => "Sm90AccFetch".to_string(),
+            EvtKind::AccFetch => "AccFetch".to_string(),
             EvtKind::SrcFetch => "Sm90SrcFetch<ElementC>".to_string(),
             EvtKind::TileLoad(d) => format!("TileLoad<Desc, {}>", cpp_elem(*d)),
             EvtKind::PairTileLoad(d) => format!("PairTileLoad<{}>", cpp_elem(*d)),
@@ -271,6 +272,17 @@ pub fn emit(program: &Program, package: &str, version: &str) -> String {
     let _ = writeln!(s, "extern \"C\" int {prefix}_workspace(CodaGemmLaunch* p, size_t* bytes) {{");
     let _ = writeln!(s, "  return coda::sm90::guarded(*p, [&] {{\n    return coda::sm90::workspace_size<{ns}::Kernel>(*p, {ns}::arguments(*p), bytes);\n  }});\n}}");
     s
+}
+
+/// Whether node `i` reaches only tile stores, with no math in between. The
+/// accumulator's fence (`coda::sm90::AccFetch`) keeps math off the mainloop's
+/// last stage release; a plain GEMM has no math to keep off, so it takes
+/// CUTLASS's fetch and skips the fence's two instructions an element.
+fn only_stored(plan: &Plan, i: usize) -> bool {
+    plan.nodes
+        .iter()
+        .filter(|n| n.children.contains(&i))
+        .all(|n| matches!(n.kind, EvtKind::StoreD(_) | EvtKind::TileStore(_)))
 }
 
 fn emit_functor(s: &mut String, p: &Program, plan: &Plan, root: NodeId, name: &str, origin: &str) {

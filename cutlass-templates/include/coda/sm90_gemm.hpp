@@ -167,6 +167,47 @@ struct PassThrough {
   CUTLASS_HOST_DEVICE F operator()(F const& x) const { return x; }
 };
 
+// The accumulator, as CUTLASS's Sm90AccFetch gives it, behind a dependency
+// ptxas cannot see through. Without it ptxas hoists math that reads only the
+// accumulator above the mainloop's last stage release (mma_tail's arrive):
+// the producer refills that stage late and the other warpgroup's mainloop
+// waits for it (bench/NOTES.md, session 19: 872-1,184 instructions late in
+// three of the untuned suite's kernels). A clock read in each visit, which
+// ptxas keeps in place among the epilogue's barriers, predicates an FMA by 1
+// plus -0 on each element: exact for every value (x*1 + (-0) = x, -0 and
+// infinities included), and the math cannot move above the read it depends
+// on. (One read per tile, in begin(), keeps the release in time too but
+// leaves the math above the subtiles' first shared-memory access.)
+struct AccFetch : Sm90VisitorImpl<> {
+  using Sm90VisitorImpl<>::Sm90VisitorImpl;
+
+  struct ConsumerStoreCallbacks : EmptyConsumerStoreCallbacks {
+    template <typename ElementAccumulator, int FragmentSize>
+    CUTLASS_DEVICE cutlass::Array<ElementAccumulator, FragmentSize> visit(
+        cutlass::Array<ElementAccumulator, FragmentSize> const& frg_acc, int, int, int) {
+      static_assert(cute::is_same_v<ElementAccumulator, float>, "the fence is an f32 FMA");
+      uint32_t clock;
+      asm volatile("mov.u32 %0, %%clock;" : "=r"(clock));
+      cutlass::Array<ElementAccumulator, FragmentSize> out;
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < FragmentSize; ++i) {
+        float x = frg_acc[i];
+        // Any clock value leaves x as it is; only ptxas must not know that.
+        asm("{ .reg .pred p; setp.eq.u32 p, %1, 0x7fc00001; @p fma.rn.f32 %0, %0, 0f3F800000, 0f80000000; }"
+            : "+f"(x)
+            : "r"(clock));
+        out[i] = x;
+      }
+      return out;
+    }
+  };
+
+  template <bool ReferenceSrc, class... Args>
+  CUTLASS_DEVICE auto get_consumer_store_callbacks(ConsumerStoreArgs<Args...> const&) {
+    return ConsumerStoreCallbacks{};
+  }
+};
+
 // An epilogue with no D tensor: the builder sizes the epilogue from ElementAux.
 template <class Aux, class Visitor>
 struct VoidD : Visitor {
