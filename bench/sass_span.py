@@ -7,8 +7,9 @@ tail, per kernel of a SASS listing (session 19's notes):
 
 For each kernel with wgmmas (HGMMA, or QGMMA for FP8): the instructions
 between the last one and the epilogue's first shared-memory access or
-barrier (the "span"; ~40-100 in a plain GEMM), the MUFU among them, and how many instructions after the final
-`WARPGROUP.DEPBAR.LE gsb0, 0x0` the consumer's last stage release
+barrier (the "span"; ~40-100 in a plain GEMM), the MUFU among them, and
+how many instructions after the final `WARPGROUP.DEPBAR.LE gsb0, 0x0` the
+consumer's last stage release
 (`SYNCS.ARRIVE.TRANS64.RED`, CUTLASS's `mma_tail`) comes: the producer can
 refill that stage only then, so math scheduled before it stalls the other
 warpgroup's mainloop. Then the instructions from the last wgmma to the
