@@ -15,6 +15,8 @@
 // at compile time on the real layout.
 #pragma once
 
+#include <climits>
+
 #include <math_constants.h>
 
 #include "cute/tensor.hpp"
@@ -51,6 +53,31 @@ CUTLASS_DEVICE cute::tuple<int, int> thread_origin(Args const& args) {
           int(N - get<1>(args.residue_tCcD)) - int(n) * int(tile_n)};
 }
 
+// Whether the CTA tile lies inside (M, N), so that no element is masked.
+template <class Args>
+CUTLASS_DEVICE bool interior(Args const& args) {
+  auto [M, N, K, L] = args.problem_shape_mnkl;
+  auto [m, n, k, l] = args.tile_coord_mnkl;
+  auto [tile_m, tile_n, tile_k] = args.tile_shape_mnk;
+  return (int64_t(m) + 1) * tile_m <= int64_t(M) && (int64_t(n) + 1) * tile_n <= int64_t(N);
+}
+
+// 2^x flushing subnormal inputs and results to zero: one MUFU.EX2 (without
+// .ftz ptxas adds a range test and two scalings). For sums of exponentials of
+// x − max, whose largest term is 1, a term below 2^-126 is lost either way.
+CUTLASS_DEVICE float ex2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// max(a, b), NaN if either is (one FMNMX; fmaxf drops a NaN).
+CUTLASS_DEVICE float max_nan(float a, float b) {
+  float y;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(y) : "f"(a), "f"(b));
+  return y;
+}
+
 // Callbacks that know the global coordinates of their thread's fragment:
 // element e of subtile (epi_m, epi_n) lies at row0 + get<0>(tCcD(e)),
 // col0 + get<1>(tCcD(e)); `residue` masks elements past (M, N).
@@ -73,6 +100,43 @@ CUTLASS_DEVICE auto coord_callbacks(Args const& args, P params) {
   int64_t c0 = int64_t(N - get<1>(args.residue_tCcD));
   return Callbacks<decltype(args.tCcD), decltype(args.residue_tCcD)>(args.tCcD, args.residue_tCcD, r0, c0, params);
 }
+
+// Callbacks that read each fragment row's target once per tile: tcol[e][row]
+// is the target's column relative to the thread's first column, or kNoTarget
+// for a row past M or a target outside [0, N).
+template <class ThrCoords, class Residue, class P>
+struct TargetCallbacks : CoordCallbacks<ThrCoords, Residue, P> {
+  static constexpr int NumEpiM = decltype(cute::size<3>(std::declval<ThrCoords>().layout()))::value;
+  static constexpr int kNoTarget = INT_MIN / 2;  // no fragment column is near it
+  int tcol[NumEpiM][2];
+
+  CUTLASS_DEVICE TargetCallbacks(ThrCoords c, Residue r, int64_t r0, int64_t c0, P p)
+      : CoordCallbacks<ThrCoords, Residue, P>(c, r, r0, c0, p) {
+    CUTLASS_PRAGMA_UNROLL
+    for (int e = 0; e < NumEpiM; ++e) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int row = 0; row < 2; ++row) {
+        // Rows r0 and r0 + 8 hold slots with (i / 2) % 2 == row; slot 2·row is the first.
+        int dr = int(get<0>(c(_, _, _, e, 0)(2 * row)));
+        tcol[e][row] = kNoTarget;
+        if (elem_less(make_coord(dr, 0), r)) {
+          int64_t t = int64_t(p->targets[r0 + dr]);
+          if (t >= 0 && t - c0 < int64_t(get<1>(r))) tcol[e][row] = int(t - c0);
+        }
+      }
+    }
+  }
+
+  // The target column of fragment row `row` of subtile row `epi_m`.
+  CUTLASS_DEVICE int target(int epi_m, int row) const {
+    int t = kNoTarget;
+    CUTLASS_PRAGMA_UNROLL
+    for (int e = 0; e < NumEpiM; ++e) {
+      if (e == epi_m) t = tcol[e][row];
+    }
+    return t;
+  }
+};
 
 // Merges (m2, s2) into (m1, s1): the running max and Σ exp(x − max). As the
 // interpreter (coda-dsl interp, lse_empty_or_infinite): a NaN max is (NaN,
@@ -117,64 +181,93 @@ struct RowLsePartials : PlainNode<RowLseArgs> {
   struct Callbacks : EmptyConsumerStoreCallbacks {
     ThrCoords tCcD;
     Residue residue;     // (M, N) minus the thread's first element
+    bool interior;       // the CTA tile lies inside (M, N): no element is masked
     int row0;            // the thread's first row, relative to the CTA tile
     int64_t tile_row0;   // the CTA tile's first row
     int64_t plane;       // n_tiles · m_pad: the offset of the sums plane
     float* out;          // this tile's column of partials; null for a grid-padding tile
+    // Per fragment row: the running max (NaN-propagating), rf = fl(max · log2 e)
+    // where the max is finite, else 0, and Σ 2^(x · log2 e − rf); end() scales
+    // the sum to exp(x − max) and applies the special cases, which the max
+    // alone decides (detail::lse_merge).
     float mx[NumEpiM][2];
+    float rf[NumEpiM][2];
     float se[NumEpiM][2];
 
-    CUTLASS_DEVICE Callbacks(ThrCoords c, Residue r, int r0, int64_t t0, int64_t pl, float* o)
-        : tCcD(c), residue(r), row0(r0), tile_row0(t0), plane(pl), out(o) {
+    CUTLASS_DEVICE Callbacks(ThrCoords c, Residue r, bool in, int r0, int64_t t0, int64_t pl, float* o)
+        : tCcD(c), residue(r), interior(in), row0(r0), tile_row0(t0), plane(pl), out(o) {
       CUTLASS_PRAGMA_UNROLL
       for (int e = 0; e < NumEpiM; ++e) {
         mx[e][0] = mx[e][1] = -CUDART_INF_F;
-        se[e][0] = se[e][1] = 0.f;
+        rf[e][0] = rf[e][1] = se[e][0] = se[e][1] = 0.f;
+      }
+    }
+
+    static constexpr float kLog2e = 1.4426950408889634f;
+
+    // One online step per fragment row over its slots of `x` (with Masked,
+    // slots past (M, N) count as −∞): one rescale of the running sum, then one
+    // exp per element, an FFMA (log2 e folded into the difference) into ex2.
+    template <bool Masked, class Coords, class ElementIn, int FragmentSize>
+    CUTLASS_DEVICE void accumulate(Coords const& coords, int epi_v, int epi_m,
+                                   cutlass::Array<ElementIn, FragmentSize> const& x) {
+      float v[FragmentSize];
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < FragmentSize; ++i) {
+        v[i] = !Masked || elem_less(coords(epi_v * FragmentSize + i), residue) ? float(x[i]) : -CUDART_INF_F;
+      }
+      CUTLASS_PRAGMA_UNROLL
+      for (int e = 0; e < NumEpiM; ++e) {
+        if (e != epi_m) continue;
+        CUTLASS_PRAGMA_UNROLL
+        for (int row = 0; row < 2; ++row) {
+          float m = mx[e][row];
+          CUTLASS_PRAGMA_UNROLL
+          for (int i = 0; i < FragmentSize; ++i) {
+            if ((i / 2) % 2 == row) m = detail::max_nan(m, v[i]);
+          }
+          float ref = isfinite(m) ? m * kLog2e : 0.f;
+          float s = se[e][row] * detail::ex2_ftz(rf[e][row] - ref);
+          CUTLASS_PRAGMA_UNROLL
+          for (int i = 0; i < FragmentSize; ++i) {
+            if ((i / 2) % 2 == row) s += detail::ex2_ftz(fmaf(v[i], kLog2e, -ref));
+          }
+          mx[e][row] = m;
+          rf[e][row] = ref;
+          se[e][row] = s;
+        }
       }
     }
 
     template <class ElementAcc, class ElementIn, int FragmentSize>
     CUTLASS_DEVICE cutlass::Array<ElementIn, FragmentSize> visit(cutlass::Array<ElementAcc, FragmentSize> const&, int epi_v, int epi_m,
                                                         int epi_n, cutlass::Array<ElementIn, FragmentSize> const& x) {
+      // Two copies of the step, so that interior tiles test no coordinates.
       auto coords = tCcD(_, _, _, epi_m, epi_n);
-      CUTLASS_PRAGMA_UNROLL
-      for (int row = 0; row < 2; ++row) {
-        // This subtile's max, then its sum, over the row's valid slots.
-        float m = -CUDART_INF_F;
-        bool nan = false;
-        CUTLASS_PRAGMA_UNROLL
-        for (int i = 0; i < FragmentSize; ++i) {
-          if ((i / 2) % 2 == row && elem_less(coords(epi_v * FragmentSize + i), residue)) {
-            nan |= isnan(float(x[i]));
-            m = fmaxf(m, float(x[i]));
-          }
-        }
-        float s = 0.f;
-        if (nan) {
-          m = s = CUDART_NAN_F;
-        } else if (m == CUDART_INF_F) {
-          s = 1.f;
-        } else if (m != -CUDART_INF_F) {  // all −inf (or masked): the row contributes nothing
-          CUTLASS_PRAGMA_UNROLL
-          for (int i = 0; i < FragmentSize; ++i) {
-            if ((i / 2) % 2 == row && elem_less(coords(epi_v * FragmentSize + i), residue)) s += __expf(float(x[i]) - m);
-          }
-        }
-        CUTLASS_PRAGMA_UNROLL
-        for (int e = 0; e < NumEpiM; ++e) {
-          if (e == epi_m) detail::lse_merge(mx[e][row], se[e][row], m, s);
-        }
+      if (interior) {
+        accumulate<false>(coords, epi_v, epi_m, x);
+      } else {
+        accumulate<true>(coords, epi_v, epi_m, x);
       }
       return x;
     }
 
-    // After the tile: combine the 4 lanes that share each row, then one lane writes.
+    // After the tile: the special cases, then combine the 4 lanes that share
+    // each row, then one lane writes.
     CUTLASS_DEVICE void end() {
       int lane = threadIdx.x % 32;
       CUTLASS_PRAGMA_UNROLL
       for (int e = 0; e < NumEpiM; ++e) {
         CUTLASS_PRAGMA_UNROLL
         for (int row = 0; row < 2; ++row) {
+          float m = mx[e][row];
+          if (isnan(m)) {
+            se[e][row] = CUDART_NAN_F;
+          } else if (m == CUDART_INF_F) {
+            se[e][row] = 1.f;
+          } else if (m != -CUDART_INF_F) {  // 2^(rf − max · log2 e): the rounding of rf, undone once
+            se[e][row] *= detail::ex2_ftz(fmaf(-m, kLog2e, rf[e][row]));
+          }
           CUTLASS_PRAGMA_UNROLL
           for (int mask = 1; mask <= 2; mask *= 2) {
             float m2 = __shfl_xor_sync(0xffffffff, mx[e][row], mask);
@@ -205,7 +298,7 @@ struct RowLsePartials : PlainNode<RowLseArgs> {
     bool inside = int64_t(m) * tile_m < int64_t(M) && int64_t(n) < n_tiles;
     float* column = inside ? params->ptr + int64_t(n) * m_pad : nullptr;
     return Callbacks<decltype(args.tCcD), decltype(args.residue_tCcD)>(
-        args.tCcD, args.residue_tCcD, r0, int64_t(m) * tile_m, n_tiles * m_pad, column);
+        args.tCcD, args.residue_tCcD, detail::interior(args), r0, int64_t(m) * tile_m, n_tiles * m_pad, column);
   }
 };
 
@@ -232,13 +325,12 @@ struct GatherPerRow : PlainNode<GatherArgs<TargetElement>> {
   Params const* params;
 
   template <class ThrCoords, class Residue>
-  struct Callbacks : detail::CoordCallbacks<ThrCoords, Residue, Params const*> {
-    using detail::CoordCallbacks<ThrCoords, Residue, Params const*>::CoordCallbacks;
-    using detail::CoordCallbacks<ThrCoords, Residue, Params const*>::tCcD;
-    using detail::CoordCallbacks<ThrCoords, Residue, Params const*>::residue;
-    using detail::CoordCallbacks<ThrCoords, Residue, Params const*>::row0;
-    using detail::CoordCallbacks<ThrCoords, Residue, Params const*>::col0;
-    using detail::CoordCallbacks<ThrCoords, Residue, Params const*>::params;
+  struct Callbacks : detail::TargetCallbacks<ThrCoords, Residue, Params const*> {
+    using detail::TargetCallbacks<ThrCoords, Residue, Params const*>::TargetCallbacks;
+    using detail::TargetCallbacks<ThrCoords, Residue, Params const*>::tCcD;
+    using detail::TargetCallbacks<ThrCoords, Residue, Params const*>::row0;
+    using detail::TargetCallbacks<ThrCoords, Residue, Params const*>::params;
+    using detail::TargetCallbacks<ThrCoords, Residue, Params const*>::target;
 
     template <class ElementAcc, class ElementIn, int FragmentSize>
     CUTLASS_DEVICE cutlass::Array<ElementIn, FragmentSize> visit(cutlass::Array<ElementAcc, FragmentSize> const&, int epi_v, int epi_m,
@@ -246,18 +338,26 @@ struct GatherPerRow : PlainNode<GatherArgs<TargetElement>> {
       auto coords = tCcD(_, _, _, epi_m, epi_n);
       CUTLASS_PRAGMA_UNROLL
       for (int row = 0; row < 2; ++row) {
-        // Rows r0 and r0 + 8 hold slots with (i / 2) % 2 == row; slot 2·row is the first.
-        auto rc0 = coords(epi_v * FragmentSize + 2 * row);
-        if (!elem_less(make_coord(get<0>(rc0), 0), residue)) continue;
-        int64_t r = row0 + int64_t(get<0>(rc0));
-        int64_t t = int64_t(params->targets[r]) - col0;  // target column relative to the thread
+        // One range test per row; the row's slots only in the one tile holding its target.
+        int t = target(epi_m, row), lo = INT_MAX, hi = INT_MIN;
         CUTLASS_PRAGMA_UNROLL
         for (int i = 0; i < FragmentSize; ++i) {
-          if ((i / 2) % 2 == row && int64_t(get<1>(coords(epi_v * FragmentSize + i))) == t &&
-              elem_less(coords(epi_v * FragmentSize + i), residue)) {
-            params->out[r] = float(x[i]);
+          if ((i / 2) % 2 == row) {
+            lo = min(lo, int(get<1>(coords(epi_v * FragmentSize + i))));
+            hi = max(hi, int(get<1>(coords(epi_v * FragmentSize + i))));
           }
         }
+        if (t < lo || t > hi) continue;
+        bool hit = false;
+        float value = 0.f;
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < FragmentSize; ++i) {
+          if ((i / 2) % 2 == row && int(get<1>(coords(epi_v * FragmentSize + i))) == t) {
+            hit = true;
+            value = float(x[i]);
+          }
+        }
+        if (hit) params->out[row0 + int64_t(get<0>(coords(epi_v * FragmentSize + 2 * row)))] = value;
       }
       return x;
     }
@@ -292,13 +392,10 @@ struct OneHotPerRow : PlainNode<OneHotArgs<TargetElement>> {
   Params const* params;
 
   template <class ThrCoords, class Residue>
-  struct Callbacks : detail::CoordCallbacks<ThrCoords, Residue, Params const*> {
-    using detail::CoordCallbacks<ThrCoords, Residue, Params const*>::CoordCallbacks;
-    using detail::CoordCallbacks<ThrCoords, Residue, Params const*>::tCcD;
-    using detail::CoordCallbacks<ThrCoords, Residue, Params const*>::residue;
-    using detail::CoordCallbacks<ThrCoords, Residue, Params const*>::row0;
-    using detail::CoordCallbacks<ThrCoords, Residue, Params const*>::col0;
-    using detail::CoordCallbacks<ThrCoords, Residue, Params const*>::params;
+  struct Callbacks : detail::TargetCallbacks<ThrCoords, Residue, Params const*> {
+    using detail::TargetCallbacks<ThrCoords, Residue, Params const*>::TargetCallbacks;
+    using detail::TargetCallbacks<ThrCoords, Residue, Params const*>::tCcD;
+    using detail::TargetCallbacks<ThrCoords, Residue, Params const*>::target;
 
     template <class ElementAcc, int FragmentSize>
     CUTLASS_DEVICE cutlass::Array<float, FragmentSize> visit(cutlass::Array<ElementAcc, FragmentSize> const&, int epi_v,
@@ -306,16 +403,9 @@ struct OneHotPerRow : PlainNode<OneHotArgs<TargetElement>> {
       auto coords = tCcD(_, _, _, epi_m, epi_n);
       cutlass::Array<float, FragmentSize> out;
       CUTLASS_PRAGMA_UNROLL
-      for (int row = 0; row < 2; ++row) {
-        // Rows r0 and r0 + 8 hold slots with (i / 2) % 2 == row; slot 2·row is the first.
-        auto rc0 = coords(epi_v * FragmentSize + 2 * row);
-        // Rows past M read no target: their values are masked at the stores.
-        bool in_rows = elem_less(make_coord(get<0>(rc0), 0), residue);
-        int64_t t = in_rows ? int64_t(params->targets[row0 + int64_t(get<0>(rc0))]) - col0 : -1;
-        CUTLASS_PRAGMA_UNROLL
-        for (int i = 0; i < FragmentSize; ++i) {
-          if ((i / 2) % 2 == row) out[i] = int64_t(get<1>(coords(epi_v * FragmentSize + i))) == t ? 1.f : 0.f;
-        }
+      for (int i = 0; i < FragmentSize; ++i) {
+        // Rows past M have no target: their values are masked at the stores.
+        out[i] = int(get<1>(coords(epi_v * FragmentSize + i))) == target(epi_m, (i / 2) % 2) ? 1.f : 0.f;
       }
       return out;
     }
