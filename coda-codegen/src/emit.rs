@@ -138,7 +138,7 @@ pub fn emit(program: &Program, package: &str, version: &str) -> String {
         }
         None => "",
     };
-    let _ = writeln!(s, "using Desc = EpilogueDescriptor<TileShape, Schedule, ElementC, {epi}{epi_tile}>;\n");
+    let _ = writeln!(s);
 
     // One functor per fused compute node.
     for node in &plan.nodes {
@@ -147,8 +147,12 @@ pub fn emit(program: &Program, package: &str, version: &str) -> String {
         }
     }
 
-    // The visitor DAG.
-    let _ = writeln!(s, "// The epilogue visitor DAG, in topological order.");
+    // The visitor DAG, for any depth of the load pipeline (Gemm picks one).
+    let _ = writeln!(s, "// The epilogue visitor DAG, in topological order, with C and tile inputs loaded");
+    let _ = writeln!(s, "// through LoadStages subtile buffers (coda::sm90::Gemm chooses how many).");
+    let _ = writeln!(s, "template <int LoadStages>\nstruct Fusion {{");
+    let _ = writeln!(s, "  using Desc = EpilogueDescriptor<TileShape, Schedule, ElementC, {epi}, LoadStages{epi_tile}>;");
+    let _ = writeln!(s, "  static constexpr bool kMap = {};  // a map program's mainloop is one k-block", program.is_map());
     for (i, node) in plan.nodes.iter().enumerate() {
         let ty = match &node.kind {
             EvtKind::AccFetch if only_stored(&plan, i) => "Sm90AccFetch".to_string(),
@@ -178,7 +182,7 @@ pub fn emit(program: &Program, package: &str, version: &str) -> String {
             EvtKind::GroupStore(d, g) => format!("RankOneStore<{}, 2, {g}>", cpp_elem(*d)),
             EvtKind::StoreD(_) => "Sm90Compute<PassThrough, ElementD, float, kRound>".to_string(),
         };
-        let _ = writeln!(s, "using Node_{} = {ty};  // {}", node.name, node.origin);
+        let _ = writeln!(s, "  using Node_{} = {ty};  // {}", node.name, node.origin);
     }
     if let [leaf, root] = &plan.nodes[..] {
         // One node over one leaf: a tree visitor, which CUTLASS accepts where
@@ -186,30 +190,31 @@ pub fn emit(program: &Program, package: &str, version: &str) -> String {
         let tree = format!("Sm90EVT<Node_{}, Node_{}>", root.name, leaf.name);
         match plan.element_d {
             Some(_) => {
-                let _ = writeln!(s, "\nusing Epilogue = {tree};\n");
+                let _ = writeln!(s, "\n  using Epilogue = {tree};");
             }
             None => {
-                let _ = writeln!(s, "\n// No Tile output: D is void, the store above is the output.");
-                let _ = writeln!(s, "using Epilogue = VoidD<{epi}, {tree}>;\n");
+                let _ = writeln!(s, "\n  // No Tile output: D is void, the store above is the output.");
+                let _ = writeln!(s, "  using Epilogue = VoidD<{epi}, {tree}>;");
             }
         }
     } else {
         if plan.element_d.is_some() {
-            let _ = writeln!(s, "\nusing Epilogue = Sm90TopologicalVisitor<float,\n    cute::tuple<");
+            let _ = writeln!(s, "\n  using Epilogue = Sm90TopologicalVisitor<float,\n      cute::tuple<");
         } else {
-            let _ = writeln!(s, "\n// No Tile output: D is void, the stores above are the outputs.");
-            let _ = writeln!(s, "using Epilogue = VoidD<{epi}, Sm90TopologicalVisitor<float,\n    cute::tuple<");
+            let _ = writeln!(s, "\n  // No Tile output: D is void, the stores above are the outputs.");
+            let _ = writeln!(s, "  using Epilogue = VoidD<{epi}, Sm90TopologicalVisitor<float,\n      cute::tuple<");
         }
         for (i, node) in plan.nodes.iter().enumerate() {
             let kids = node.children.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", ");
             let comma = if i + 1 < plan.nodes.len() { "," } else { "" };
-            let _ = writeln!(s, "        cute::seq<{kids}>{comma}  // {i}: {}", node.name);
+            let _ = writeln!(s, "          cute::seq<{kids}>{comma}  // {i}: {}", node.name);
         }
-        let _ = writeln!(s, "    >,");
+        let _ = writeln!(s, "      >,");
         let list = plan.nodes.iter().map(|n| format!("Node_{}", n.name)).collect::<Vec<_>>();
         let close = if plan.element_d.is_some() { ">" } else { ">>" };
-        let _ = writeln!(s, "    {}{close};\n", list.join(",\n    "));
+        let _ = writeln!(s, "      {}{close};", list.join(",\n      "));
     }
+    let _ = writeln!(s, "}};\n");
     // A bf16 program takes Gemm's default operands (and its source stays as it was).
     let operands = if cfg.operands.is_default() {
         String::new()
@@ -217,10 +222,9 @@ pub fn emit(program: &Program, package: &str, version: &str) -> String {
         let ops = cfg.operands;
         let kind = if ops.scale == OperandScale::Blockwise { "BlockwiseOperands" } else { "PlainOperands" };
         let _ = writeln!(s, "using Operands = {kind}<{}, {}>;", cpp_elem(ops.a), cpp_elem(ops.b));
-        let tile = if epi_tile.is_empty() { ", cutlass::epilogue::collective::EpilogueTileAuto" } else { "" };
-        format!("{tile}, Operands")
+        ", Operands".to_string()
     };
-    let _ = writeln!(s, "using Kernel = Gemm<TileShape, ClusterShape, Schedule, ElementC, ElementD, Epilogue, {weight}{epi_tile}{operands}>;\n");
+    let _ = writeln!(s, "using Kernel = Gemm<Fusion, ClusterShape, Schedule, ElementC, ElementD, {weight}{operands}>;\n");
 
     // Arguments, in DAG order.
     let _ = writeln!(s, "// Node arguments, in DAG order, from the launch's tensors and scalars.");

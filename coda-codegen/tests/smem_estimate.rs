@@ -1,8 +1,8 @@
 //! Checks the frontend's shared-memory estimate (`coda_dsl::smem`) against
 //! what nvcc computes: for the generated programs closest to the two-stage
-//! boundary (one per shape of epilogue), the size of CUTLASS's epilogue `SharedStorage` and the mainloop
-//! stage count the builder derives from it. Only the C++ front end runs (the
-//! probe stops at an incomplete type that spells the numbers), ~10 s each.
+//! boundary (one per shape of epilogue), the size of CUTLASS's epilogue `SharedStorage`, the mainloop
+//! stage count the builder derives from it and the load stages `coda::sm90::Gemm` picks. Only the
+//! C++ front end runs (the probe stops at an incomplete type that spells the numbers), ~10 s each.
 
 use coda_dsl::{ir::Program, smem, testgen};
 use std::path::{Path, PathBuf};
@@ -12,30 +12,41 @@ use std::process::Command;
 const SCANNED: usize = 3000;
 const PROBED: usize = 6;
 
-/// The estimate's epilogue bytes (before rounding) of a lowered program.
-fn estimate(p: &Program) -> usize {
+/// The estimate's epilogue bytes (before rounding) of a lowered program
+/// whose C and tile inputs have `load_stages` buffers (None: the fewest).
+fn estimate(p: &Program, load_stages: Option<usize>) -> usize {
     let inputs: Vec<_> = p.inputs.iter().map(|i| i.kind).collect();
     let outputs: Vec<_> = p.outputs.iter().map(|o| o.kind).collect();
-    let (base, items) = smem::usage(&smem::Subtile::of(&p.config, p.group_size()), &inputs, &outputs);
+    let fewest = smem::Subtile::of(&p.config, p.group_size()).fewest_load_stages(&inputs, &outputs);
+    let t = smem::Subtile { load_stages: load_stages.unwrap_or(fewest.load_stages), ..fewest };
+    let (base, items) = smem::usage(&t, &inputs, &outputs);
     base + items.iter().sum::<usize>()
 }
 
 /// Bytes left over after the estimate's two mainloop stages (the margin).
 fn margin(p: &Program) -> isize {
-    smem::CAPACITY as isize - smem::epilogue_bytes(estimate(p)) as isize - 2 * smem::stage_bytes(&p.config) as isize
+    smem::CAPACITY as isize - smem::epilogue_bytes(estimate(p, None)) as isize - 2 * smem::stage_bytes(&p.config) as isize
 }
 
-/// (sizeof epilogue SharedStorage, mainloop stages) as nvcc computes them.
-fn probe(toolchain: &coda_codegen::Toolchain, headers: &Path, dir: &Path, p: &Program) -> (usize, usize) {
+/// What nvcc computes for a program.
+struct Probed {
+    /// sizeof the epilogue's `SharedStorage`.
+    bytes: usize,
+    mainloop_stages: usize,
+    load_stages: usize,
+}
+
+fn probe(toolchain: &coda_codegen::Toolchain, headers: &Path, dir: &Path, p: &Program) -> Probed {
     let cu = coda_codegen::emit(p, "probe", "0.1.0");
     let ns = cu
         .lines()
         .find_map(|l| l.strip_prefix("namespace coda_gen::").and_then(|l| l.strip_suffix(" {")))
         .expect("the generated C++ opens its namespace");
     let src = format!(
-        "{cu}\ntemplate <unsigned long Bytes, int Stages> struct Show;\n\
+        "{cu}\ntemplate <unsigned long Bytes, int Stages, int LoadStages> struct Show;\n\
          using ProbeKernel = coda_gen::{ns}::Kernel;\n\
-         Show<sizeof(ProbeKernel::CollectiveEpilogue::SharedStorage), ProbeKernel::CollectiveMainloop::DispatchPolicy::Stages> probe;\n"
+         Show<sizeof(ProbeKernel::CollectiveEpilogue::SharedStorage), ProbeKernel::CollectiveMainloop::DispatchPolicy::Stages,\n\
+              ProbeKernel::kLoadStages> probe;\n"
     );
     let path = dir.join(format!("{}.cu", p.name));
     std::fs::write(&path, src).unwrap();
@@ -56,12 +67,12 @@ fn probe(toolchain: &coda_codegen::Toolchain, headers: &Path, dir: &Path, p: &Pr
         .unwrap_or_else(|| panic!("{}: no Show<…> in nvcc's output:\n{stderr}", p.name))
         .0;
     let nums: Vec<usize> = shown.split(',').map(|n| n.trim().trim_end_matches("UL").parse().unwrap()).collect();
-    (nums[0], nums[1])
+    Probed { bytes: nums[0], mainloop_stages: nums[1], load_stages: nums[2] }
 }
 
 
 /// Each program's probe, compiled in parallel in `CARGO_TARGET_TMPDIR/<dir>`.
-fn probe_all<'a>(dir: &str, programs: impl Iterator<Item = &'a Program>) -> Vec<(&'a Program, (usize, usize))> {
+fn probe_all<'a>(dir: &str, programs: impl Iterator<Item = &'a Program>) -> Vec<(&'a Program, Probed)> {
     let toolchain = coda_codegen::Toolchain::find().unwrap_or_else(|e| panic!("{e}"));
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -77,20 +88,29 @@ fn probe_all<'a>(dir: &str, programs: impl Iterator<Item = &'a Program>) -> Vec<
     })
 }
 
-/// The estimate bounds CUTLASS's size closely and never promises more stages.
-fn assert_bounds(p: &Program, bytes: usize, stages: usize) {
-    let est = smem::epilogue_bytes(estimate(p));
+/// At the load stages Gemm picked, the estimate bounds CUTLASS's size
+/// closely and never promises more stages; and the pick leaves a GEMM's
+/// mainloop at least the stages the fewest load stages would (by the
+/// estimate), a map's the two it needs.
+fn assert_bounds(p: &Program, probed: &Probed) {
+    let Probed { bytes, mainloop_stages: stages, load_stages } = *probed;
+    let est = smem::epilogue_bytes(estimate(p, Some(load_stages)));
     let stage = smem::stage_bytes(&p.config);
     eprintln!(
-        "{}: margin {} B; estimate {est} B, CUTLASS {bytes} B; stages: estimate {}, CUTLASS {stages}",
+        "{}: margin {} B; {load_stages} load stages: estimate {est} B, CUTLASS {bytes} B; stages: estimate {}, CUTLASS {stages}",
         p.name,
         margin(p),
-        smem::stages_left(&p.config, estimate(p))
+        smem::stages_left(&p.config, estimate(p, Some(load_stages)))
     );
     assert!(est >= bytes, "{}: estimate {est} B < CUTLASS's {bytes} B", p.name);
     assert!(est - bytes <= 4096, "{}: estimate {est} B is loose against CUTLASS's {bytes} B", p.name);
     assert_eq!((smem::CAPACITY - bytes.next_multiple_of(128)) / stage, stages, "{}: the stage formula", p.name);
-    assert!(smem::stages_left(&p.config, estimate(p)) <= stages);
+    assert!(smem::stages_left(&p.config, estimate(p, Some(load_stages))) <= stages);
+    if p.is_map() {
+        assert!(stages >= 2, "{}: a map's mainloop needs 2 stages", p.name);
+    } else {
+        assert!(smem::stages_left(&p.config, estimate(p, None)) <= stages, "{}: the load stages cost a mainloop stage", p.name);
+    }
 }
 
 #[test]
@@ -118,8 +138,8 @@ fn estimate_bounds_cutlass_shared_storage_at_the_boundary() {
     near.truncate(PROBED);
     assert!(near.iter().any(|(_, p)| has_col(p)));
 
-    for (p, (bytes, stages)) in probe_all("smem-estimate", near.iter().map(|(_, p)| p)) {
-        assert_bounds(p, bytes, stages);
+    for (p, probed) in probe_all("smem-estimate", near.iter().map(|(_, p)| p)) {
+        assert_bounds(p, &probed);
     }
 }
 
@@ -156,7 +176,72 @@ fn estimate_bounds_cutlass_shared_storage_of_group_subtiles() {
         }
     "#;
     let programs = coda_dsl::lower_file(&syn::parse_file(src).unwrap()).unwrap();
-    for (p, (bytes, stages)) in probe_all("smem-estimate-group", programs.iter()) {
-        assert_bounds(p, bytes, stages);
+    for (p, probed) in probe_all("smem-estimate-group", programs.iter()) {
+        assert_bounds(p, &probed);
     }
+}
+
+/// A tile input beside C takes the mainloop's shared memory: Gemm gives a
+/// GEMM's fewer load stages where that buys a mainloop stage, and keeps the
+/// builder's 4 where it buys none; a map keeps the most that leave its
+/// mainloop 2.
+#[test]
+fn load_stages_give_the_mainloop_its_stages() {
+    let src = r#"
+        #[epilogue(tile = (128, 128), cluster = (1, 2), schedule = pingpong)]
+        fn norm_grad_like(acc: Acc, h: Tile<bf16>, r: PerRow<f32>, gamma: PerCol<bf16>, dres: Tile<bf16>)
+            -> (Tile<bf16>, ColPartial<f32>, Tile<bf16>) {
+            let xhat = h * r;
+            let dx = dres + r * acc * gamma;
+            let dgamma = col_sum(acc * xhat);
+            let xg = xhat * gamma;
+            (dx, dgamma, xg)
+        }
+        #[epilogue]
+        fn f32_input(acc: Acc, g: Tile<f32>) -> Tile<bf16> {
+            let y = acc * g;
+            y
+        }
+        #[epilogue(tile = (128, 256))]
+        fn f32_map(x0: Tile<f32>, x1: PerCol<f32>, x2: PerCol<f32>) -> (RowPartial, HalfTile<f32>, HalfTile<f32>) {
+            let (even, odd) = unpair(x0 * x1 + x2);
+            let total = row_sum(x0);
+            (total, even, odd)
+        }
+        #[epilogue(tile = (128, 128), cluster = (1, 2), schedule = pingpong)]
+        fn norm_grad_map(g: Tile<bf16>, h: Tile<bf16>, r: PerRow<f32>, gamma: PerCol<bf16>, dres: Tile<bf16>)
+            -> (Tile<bf16>, ColPartial<f32>, Tile<bf16>) {
+            let xhat = h * r;
+            let dx = dres + r * g * gamma;
+            let dgamma = col_sum(g * xhat);
+            let xg = xhat * gamma;
+            (dx, dgamma, xg)
+        }
+        #[epilogue]
+        fn only_c(acc: Acc, c: Tile<bf16>) -> Tile<bf16> {
+            let y = acc + c;
+            y
+        }
+    "#;
+    let programs = coda_dsl::lower_file(&syn::parse_file(src).unwrap()).unwrap();
+    let got: Vec<(String, usize, usize)> = probe_all("smem-load-stages", programs.iter())
+        .into_iter()
+        .map(|(p, probed)| {
+            assert_bounds(p, &probed);
+            (p.name.clone(), probed.load_stages, probed.mainloop_stages)
+        })
+        .collect();
+    let want = [
+        // 4 load stages would leave 5 mainloop stages (session 22's rmsnorm_backward); C shares D's buffers, so 3 is the fewest.
+        ("norm_grad_like", 3, 6),
+        // Cooperative 128 × 256: 2 f32 subtiles instead of 4 leave the mainloop 3 stages still.
+        ("f32_input", 4, 3),
+        // 4 f32 subtiles would leave 1 mainloop stage and no kernel; 3 leave 2, as 2 would.
+        ("f32_map", 3, 2),
+        // The same epilogue as a map: the builder's 4 (5 mainloop stages of one k-block).
+        ("norm_grad_map", 4, 5),
+        // C in D's buffers costs little: the builder's 4.
+        ("only_c", 4, 4),
+    ];
+    assert_eq!(got, want.map(|(n, l, s)| (n.to_string(), l, s)));
 }

@@ -19,20 +19,27 @@ const STAGE_BARRIERS: usize = 16;
 
 /// The epilogue subtile of a program in a config: 128 (cooperative) or 64
 /// (ping-pong) rows × 32 columns, or × one group for a program with group
-/// reductions; and the stage counts CUTLASS's builder derives from how many
-/// subtiles a CTA tile holds (`sm90_get_tma_dispatch_policy`).
+/// reductions; the D stages CUTLASS's builder derives from how many
+/// subtiles a CTA tile holds (`sm90_get_tma_dispatch_policy`), and the load
+/// stages: the buffers of C and of each tile input (the builder's
+/// `StagesC`, up to 4; `coda::sm90::Gemm` takes fewer where that gives the
+/// mainloop a stage).
 #[derive(Clone, Copy, Debug)]
 pub struct Subtile {
     pub config: Config,
     pub rows: usize,
     pub cols: usize,
+    pub load_stages: usize,
 }
 
 impl Subtile {
-    /// `group`: the program's group size ([`crate::Program::group_size`]).
+    /// `group`: the program's group size ([`crate::Program::group_size`]);
+    /// the builder's load stages (up to 4 subtiles ahead).
     pub fn of(config: &Config, group: Option<usize>) -> Subtile {
         let rows = if config.schedule == Schedule::Cooperative { 128 } else { 64 };
-        Subtile { config: *config, rows, cols: group.unwrap_or(32) }
+        let mut t = Subtile { config: *config, rows, cols: group.unwrap_or(32), load_stages: 0 };
+        t.load_stages = t.per_tile().min(4).max(t.stages_d() + 1);
+        t
     }
     fn elems(&self) -> usize {
         self.rows * self.cols
@@ -44,10 +51,21 @@ impl Subtile {
     fn stages_d(&self) -> usize {
         self.per_tile().min(2)
     }
-    /// The C stages (also those of every tile load), C sharing D's buffer.
-    fn stages_c(&self) -> usize {
-        self.per_tile().min(4).max(self.stages_d() + 1)
+    /// The same subtile with the fewest load stages the collective takes
+    /// for these inputs and outputs: double buffering, and where C shares
+    /// D's buffers one more than D's stages. Any program that fits with
+    /// these fits, as `coda::sm90::Gemm` picks from this many up.
+    pub fn fewest_load_stages(self, inputs: &[InputKind], outputs: &[OutputKind]) -> Subtile {
+        let fewest = if c_shares_d(inputs, outputs) { self.stages_d() + 1 } else { 2 };
+        Subtile { load_stages: self.load_stages.min(fewest), ..self }
     }
+}
+
+/// Whether the collective's C operand shares D's shared-memory buffers
+/// (CUTLASS's `ReuseSmemC`: C present, 16- or 32-bit).
+fn c_shares_d(inputs: &[InputKind], outputs: &[OutputKind]) -> bool {
+    let coll = Collective::of(inputs, outputs);
+    coll.c.is_some() && coll.element.bytes() > 1
 }
 
 /// Bytes of one mainloop stage: 128 bytes of K of each row of the A and B
@@ -70,14 +88,15 @@ pub fn base(t: &Subtile, elem: DType) -> usize {
     t.stages_d() * t.elems() * elem.bytes() + ALIGN
 }
 
-/// Extra shared memory of one input; `is_c` for the collective's C operand.
+/// Extra shared memory of one input; `is_c` for the collective's C operand
+/// (sharing D's buffers unless 8-bit).
 /// A `PerCol` vector is staged through shared memory (CUTLASS's
 /// `Sm90RowBroadcast`: one element per tile column), counted with the
 /// padding a following 1024-aligned tile may add.
 pub fn input(t: &Subtile, kind: InputKind, is_c: bool) -> usize {
     match kind {
-        InputKind::Tile(d) if is_c => (t.stages_c() - t.stages_d()) * t.elems() * d.bytes(),
-        InputKind::Tile(d) => t.stages_c() * t.elems() * d.bytes(),
+        InputKind::Tile(d) if is_c && d.bytes() > 1 => (t.load_stages - t.stages_d()) * t.elems() * d.bytes(),
+        InputKind::Tile(d) => t.load_stages * t.elems() * d.bytes(),
         InputKind::PerCol(d) => (t.config.tile_n * d.bytes()).next_multiple_of(ALIGN),
         _ => 0,
     }

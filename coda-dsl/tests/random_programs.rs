@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use coda_dsl::interp::{self, Inputs, Precision, round_bf16};
 use coda_dsl::ir::{DType, GroupOp, InputKind, Op, OutputKind, Program, UnaryOp};
 use coda_dsl::testgen::{self, Generated};
+use coda_dsl::smem;
 use proptest::prelude::*;
 
 fn lower(source: &str) -> Result<Vec<Program>, String> {
@@ -682,7 +683,10 @@ fn float_constants_round_trip_through_json() {
 /// nvcc stops on "Specialization requires Stages set to value 2 or more".
 /// The missing term: each `PerCol` input is staged through 1 KiB of shared
 /// memory (`Sm90RowBroadcast`, tile_n f32 values). Fixed; coda-codegen's
-/// `smem_estimate` test checks the estimate against nvcc's sizes.
+/// `smem_estimate` test checks the estimate against nvcc's sizes. Since
+/// session 23 a tile input may take fewer load stages than the builder's 4
+/// (`coda::sm90::Gemm`): this program fits with 2 or 3 (nvcc: 3, and 2
+/// mainloop stages) and is accepted; with 4 it would still not.
 #[test]
 fn smem_estimate_keeps_room_for_cutlass_storage() {
     let source = "#[coda::epilogue(tile = (128, 256), b_layout = nk)]\n\
@@ -692,6 +696,15 @@ fn smem_estimate_keeps_room_for_cutlass_storage() {
         let v9 = (x0 / select(silu(v5), select(v0, x0, x2), select(v6, v4, v4)));\n    let v10 = (x1 / min(select(v6, v5, 1e-3), select(x1, v1, 10.0)));\n\
         let v11 = row_sum(pair(v7, v7));\n    let v12 = row_sum(pair(v8, v8));\n    let v13 = row_sum(v9);\n    let v14 = row_sum(v10);\n\
         (v14, v11, v12, v3, v2, v13)\n}\n";
-    let e = lower(source).unwrap_err();
-    assert!(e.contains("too many TMA-staged tiles"), "{e}");
+    let p = lower(source).unwrap().remove(0);
+    let inputs: Vec<_> = p.inputs.iter().map(|i| i.kind).collect();
+    let outputs: Vec<_> = p.outputs.iter().map(|o| o.kind).collect();
+    let stages = |t: &smem::Subtile| {
+        let (base, items) = smem::usage(t, &inputs, &outputs);
+        smem::stages_left(&p.config, base + items.iter().sum::<usize>())
+    };
+    let builder = smem::Subtile::of(&p.config, p.group_size());
+    assert_eq!(builder.load_stages, 4);
+    assert!(stages(&builder) < 2);
+    assert!(stages(&builder.fewest_load_stages(&inputs, &outputs)) >= 2);
 }

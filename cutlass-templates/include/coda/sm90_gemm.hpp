@@ -85,12 +85,25 @@ struct Pingpong {
 };
 
 // Epilogue tile, stage counts and aux smem layouts, as the builder derives
-// them; a program with group reductions names its own epilogue tile (one
-// group of columns wide, coda/group.hpp).
-template <class TileShape, class Schedule, class ElementC, class ElementD,
-          class EpilogueTile = cutlass::epilogue::collective::EpilogueTileAuto>
-using EpilogueDescriptor = cutlass::epilogue::collective::detail::EpilogueDescriptor<
-    TileShape, EpilogueTile, ElementC, ElementD, typename Schedule::Epilogue>;
+// them, except the load pipeline's depth: `LoadStages` buffers for C and for
+// each tile input (the builder's `StagesC`), which Gemm chooses. A program
+// with group reductions names its own epilogue tile (one group of columns
+// wide, coda/group.hpp).
+template <class TileShape_, class Schedule, class ElementC, class ElementD, int LoadStages,
+          class EpilogueTileType = cutlass::epilogue::collective::EpilogueTileAuto>
+struct EpilogueDescriptor : cutlass::epilogue::collective::detail::EpilogueDescriptor<
+                                TileShape_, EpilogueTileType, ElementC, ElementD, typename Schedule::Epilogue> {
+  using Builder = cutlass::epilogue::collective::detail::EpilogueDescriptor<TileShape_, EpilogueTileType, ElementC,
+                                                                           ElementD, typename Schedule::Epilogue>;
+  using Policy = typename Builder::DispatchPolicy;
+  static constexpr int StagesC = LoadStages;
+  using DispatchPolicy = cutlass::epilogue::Sm90TmaWarpSpecialized<LoadStages, Policy::StagesD, Policy::FragmentSize,
+                                                                   Policy::ReuseSmemC, Policy::DelayTmaStore>;
+  // The fewest the collective takes: double buffering, and where C shares
+  // D's buffers one more than D's stages (CUTLASS's support_smem_reuse).
+  static constexpr int kFewestStagesC =
+      cute::min(Builder::StagesC, Policy::ReuseSmemC && !cute::is_void_v<ElementC> ? Policy::StagesD + 1 : 2);
+};
 
 // An [M,N] row-major bf16/f32 tile loaded through TMA (not the C operand).
 template <class Desc, class Element>
@@ -264,11 +277,20 @@ struct BlockwiseOperands {
   }
 };
 
-// The kernel: mainloop stages fill what the epilogue leaves of shared memory.
-template <class TileShape, class ClusterShape, class Schedule, class ElementC, class ElementD, class Fusion,
-          class LayoutB = WeightNK, class EpilogueTile = cutlass::epilogue::collective::EpilogueTileAuto,
-          class Operands = Bf16Operands>
+// The kernel. The generated epilogue, `FusionAt<S>` (its `Desc`, visitor
+// tree `Epilogue`, and `kMap`), takes any depth S of its load pipeline. Of
+// a GEMM's, Gemm takes the deepest, up to the builder's, that leaves the
+// mainloop as many stages as the shallowest does, so that a tile input's
+// buffers do not take a mainloop stage's shared memory (bench/NOTES.md,
+// session 23: at equal mainloop stages, the builder's depth). A map
+// program's mainloop is one k-block: it takes the deepest that leaves the
+// two stages a mainloop needs. Mainloop stages fill what the epilogue leaves.
+template <template <int> class FusionAt, class ClusterShape, class Schedule, class ElementC, class ElementD,
+          class LayoutB = WeightNK, class Operands = Bf16Operands>
 struct Gemm {
+  // The builder's descriptor, the same at any depth.
+  using Builder = typename FusionAt<1>::Desc::Builder;
+  using TileShape = typename Builder::TileShape;
   using ElementA = typename Operands::ElementA;
   using ElementB = typename Operands::ElementB;
   // 16-byte TMA rows: 8 bf16 or 16 8-bit elements.
@@ -276,26 +298,48 @@ struct Gemm {
   static constexpr int kAlignC = cute::is_void_v<ElementC> ? 8 : 128 / cutlass::sizeof_bits<ElementC>::value;
   static constexpr int kAlignD = cute::is_void_v<ElementD> ? 8 : 128 / cutlass::sizeof_bits<ElementD>::value;
 
-  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      EpilogueTile, float, float,
+  template <int S>
+  using EpilogueAt = typename cutlass::epilogue::collective::detail::Sm90TmaBuilderImpl<
+      TileShape, typename Builder::EpilogueTile, float, float,
       ElementC, cutlass::layout::RowMajor, kAlignC,
       ElementD, cutlass::layout::RowMajor, kAlignD,
-      typename Schedule::Epilogue, Fusion>::CollectiveOp;
+      typename FusionAt<S>::Epilogue, typename FusionAt<S>::Desc::DispatchPolicy>::CollectiveOp;
 
-  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+  template <int S>
+  using MainloopAt = cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
       ElementA, typename Operands::GmemLayoutA, kAlignAB,
       ElementB, typename Operands::template GmemLayoutB<LayoutB>, kAlignAB, float, TileShape, ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
-          sizeof(typename CollectiveEpilogue::SharedStorage))>,
-      typename Operands::template KernelSchedule<Schedule>>::CollectiveOp;
+          sizeof(typename EpilogueAt<S>::SharedStorage))>,
+      typename Operands::template KernelSchedule<Schedule>>;
+
+  static constexpr int kFewestLoadStages = FusionAt<1>::Desc::kFewestStagesC;
+  template <int S>
+  static constexpr bool kEnoughStages = FusionAt<1>::kMap ? MainloopAt<S>::PipelineStages >= 2
+                                                          : MainloopAt<S>::PipelineStages ==
+                                                                MainloopAt<kFewestLoadStages>::PipelineStages;
+  // The deepest load pipeline in [fewest, S] that leaves the mainloop enough stages.
+  template <int S>
+  static constexpr int deepest() {
+    if constexpr (S <= kFewestLoadStages) {
+      return kFewestLoadStages;
+    } else if constexpr (kEnoughStages<S>) {
+      return S;
+    } else {
+      return deepest<S - 1>();
+    }
+  }
+  static constexpr int kLoadStages = deepest<Builder::StagesC>();
+
+  using CollectiveEpilogue = EpilogueAt<kLoadStages>;
+  using CollectiveMainloop = typename MainloopAt<kLoadStages>::CollectiveOp;
 
   using Kernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, CollectiveMainloop,
                                                       CollectiveEpilogue>;
   using Adapter = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
   using Arguments = typename Adapter::Arguments;
-  using EpilogueArguments = typename Fusion::Arguments;
+  using EpilogueArguments = typename FusionAt<kLoadStages>::Epilogue::Arguments;
 
   static Arguments arguments(CodaGemmLaunch const& p, void const* c, void* d, EpilogueArguments const& epi) {
     int M = int(p.m), N = int(p.n), K = int(p.k);
