@@ -1,6 +1,12 @@
 #!/usr/bin/env python3
 """Warp-stall samples of an Nsight Compute source page, by SASS opcode and
-for the busiest lines: the numbers session 15's notes quote.
+for the busiest lines (the numbers session 15's notes quote), then by
+region of a GEMM kernel: before its first wgmma, its mainloop (12
+instructions before the first to 6 after the last: the stage wait, the
+wgmmas, the stage release, the loop's branch) and after it (the epilogue;
+the producer's code where ptxas put it). In the mainloop, `dispatch` +
+`not_selected` samples are issue slots its warps lost to a warp beside
+them (session 24's notes).
 
     ncu --import X.ncu-rep --page source --csv --print-source sass | xz > X.csv.xz
     ncu_stalls.py X.csv.xz
@@ -31,6 +37,16 @@ def main(path):
         r = lines[i]
         top = sorted(((count(r, j), names[j]) for j in reasons), reverse=True)[:2]
         print(f"  line {i:5}: {count(r, samples):6}  {r[1].strip()[:48]:48}  {top}")
+    mma = [i for i, r in enumerate(lines) if opcode(r).startswith(("HGMMA", "QGMMA"))]
+    if not mma:
+        return
+    first, last = max(mma[0] - 12, 0), mma[-1] + 6
+    for region, span in (("before", range(first)), ("mainloop", range(first, last)), ("after", range(last, len(lines)))):
+        total = sum(count(lines[i], samples) for i in span)
+        by = Counter({names[j]: sum(count(lines[i], j) for i in span) for j in reasons})
+        lost = by["stall_dispatch"] + by["stall_not_selected"]
+        top = ", ".join(f"{k[6:]} {v}" for k, v in by.most_common(6))
+        print(f"{region:8} {len(span):5} instructions, {total:6} samples ({top}); dispatch + not_selected {lost}")
 
 
 if __name__ == "__main__":

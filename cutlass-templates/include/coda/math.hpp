@@ -8,8 +8,11 @@
 // each; sin and cos are a short reduction and polynomials (huge angles call
 // libdevice's sincosf out of line); gelu_exact is a fitted erfc (a
 // reciprocal, a polynomial and ex2). Without `.ftz` the approximations keep
-// subnormal inputs and outputs. Errors (PTX ISA, and measured against the
-// f64 interpreter by the GPU tests; README, "Maps"):
+// subnormal inputs and outputs, for which ptxas wraps each in range handling
+// (6 more instructions a reciprocal, 3 an ex2 or lg2); where the argument's
+// range keeps input and result normal (or 0, inf) a reciprocal takes the
+// `.ftz` form, the same result without it (rcp_normal). Errors (PTX ISA, and
+// measured against the f64 interpreter by the GPU tests; README, "Maps"):
 //   exp   ex2.approx(x·log2 e)    ~2 ulp + 1.2·|x| ulp
 //   log   lg2.approx(x)·ln 2      absolute 2^-22 near 1, else ~3 ulp
 //   tanh  tanh.approx             relative 2^-11
@@ -39,9 +42,10 @@ __device__ __forceinline__ float lg2(float x) {
   asm("lg2.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 }
-__device__ __forceinline__ float rcp(float x) {
+// Only for |x| in [2^-126, 2^126] (or 0, inf, NaN): there `.ftz` flushes nothing.
+__device__ __forceinline__ float rcp_normal(float x) {
   float y;
-  asm("rcp.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 }
 #endif
@@ -75,7 +79,7 @@ CUTLASS_HOST_DEVICE float div(float x, float y) {
   // while x/y may be neither: scale y into range and the quotient back.
   float a = fabsf(y);
   float s = a < 1.17549435e-38f ? 18446744073709551616.0f : (a > 8.50705917e37f ? 5.42101086e-20f : 1.0f);
-  return x * rcp(y * s) * s;
+  return x * rcp_normal(y * s) * s;
 #else
   return x / y;
 #endif
@@ -86,7 +90,7 @@ CUTLASS_HOST_DEVICE float div(float x, float y) {
 CUTLASS_HOST_DEVICE float sigmoid(float z) {
   float e = exp(-fabsf(z));
 #if defined(__CUDA_ARCH__)
-  float r = rcp(1.0f + e);
+  float r = rcp_normal(1.0f + e);  // 1 + e ∈ [1, 2]
 #else
   float r = 1.0f / (1.0f + e);
 #endif
@@ -107,7 +111,8 @@ CUTLASS_HOST_DEVICE float gelu(float x) {
 CUTLASS_HOST_DEVICE float gelu_exact(float x) {
 #if defined(__CUDA_ARCH__)
   float ax = fabsf(x);
-  float t = rcp(fmaf(ax, 3.535533845e-01f, 1.0f));
+  // 1 + a/2 ≥ 1; past 2^126 t would be subnormal, but then ex2 below is 0.
+  float t = rcp_normal(fmaf(ax, 3.535533845e-01f, 1.0f));
   float p = fmaf(t, -2.649679482e-01f, 1.058928609e+00f);
   p = fmaf(p, t, -1.399595022e+00f);
   p = fmaf(p, t, 4.629833996e-01f);
