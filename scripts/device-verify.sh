@@ -65,8 +65,8 @@ if part train && [[ -n "$wheel" ]]; then
 fi
 [[ -x "$bin/coda" ]] || exit 0
 if part tune; then
-# Each shipped program at each of its shapes (programs matching a name as a
-# substring are searched too; only the shipped pairs are kept afterwards).
+# Each shipped program at each of its shapes (`--program NAME` picks the
+# program of that name alone).
 python3 - "$here/../coda-llama/tuning/nvidia-h200.json" "${TUNE_ONLY:-}" > "$out/tune-args.txt" <<'PY'
 import json, sys
 from collections import defaultdict

@@ -44,7 +44,7 @@ enum Command {
         /// Write a chart of the ratios as SVG here.
         #[arg(long)]
         svg: Option<PathBuf>,
-        /// Only the untuned suite's programs whose name contains this (with `--part untuned`).
+        /// Only the untuned suite's program of this name, or else those whose name contains it (with `--part untuned`).
         #[arg(long)]
         program: Option<String>,
     },
@@ -64,7 +64,7 @@ enum Command {
     /// List the programs linked into this binary: their compiled configs and
     /// the registers, stack, spills and shared memory ptxas reported.
     Inspect {
-        /// Only programs whose name contains this.
+        /// Only the program of this name, or else those whose name contains it.
         filter: Option<String>,
     },
     /// Search every compiled config of the programs here at a GEMM shape and
@@ -74,7 +74,7 @@ enum Command {
         /// `M,N,K` (repeatable).
         #[arg(long, required = true, value_parser = parse_shape)]
         shape: Vec<Problem>,
-        /// Only programs whose name contains this.
+        /// Only the program of this name, or else those whose name contains it.
         #[arg(long)]
         program: Option<String>,
     },
@@ -143,7 +143,7 @@ fn run(command: Command) -> Result<(), String> {
         Command::Bench { quick, part, json, svg, program } => bench(quick, part, json, svg, program.as_deref()),
         Command::Emit { file, program, config, package } => emit(&file, program.as_deref(), config.as_deref(), &package),
         Command::Inspect { filter } => {
-            for k in kernels().into_iter().filter(|k| filter.as_ref().is_none_or(|f| k.name().contains(f.as_str()))) {
+            for k in picked(kernels(), |k| k.name(), filter.as_deref(), "FILTER")? {
                 let ops = k.operands();
                 let operands = if ops.is_default() {
                     String::new()
@@ -167,7 +167,7 @@ fn run(command: Command) -> Result<(), String> {
         }
         Command::Tune { shape, program } => {
             let stream = gpu()?;
-            for k in kernels().into_iter().filter(|k| program.as_ref().is_none_or(|f| k.name().contains(f.as_str()))) {
+            for k in picked(kernels(), |k| k.name(), program.as_deref(), "--program")? {
                 for &p in &shape {
                     let c = tune::search_and_store(k, &stream, p).map_err(|e| format!("{}: {e}", k.name()))?;
                     let k_run = if k.is_map() { coda_runtime::MAP_K } else { p.k };
@@ -186,18 +186,27 @@ fn run(command: Command) -> Result<(), String> {
     }
 }
 
+/// The items a name filter picks: those whose name is `filter`, with or
+/// without the crate's prefix (so that `rmsnorm_backward` does not also
+/// pick `rmsnorm_backward_head`), or else every one whose name contains it;
+/// all without a filter. An error names `arg` when nothing matches.
+fn picked<T>(items: Vec<T>, name: impl Fn(&T) -> &str, filter: Option<&str>, arg: &str) -> Result<Vec<T>, String> {
+    let Some(f) = filter else { return Ok(items) };
+    let is = |n: &str| n == f || n.rsplit_once("::").is_some_and(|(_, own)| own == f);
+    let exact = items.iter().any(|i| is(name(i)));
+    let kept: Vec<T> = items.into_iter().filter(|i| if exact { is(name(i)) } else { name(i).contains(f) }).collect();
+    if kept.is_empty() {
+        return Err(format!("{arg} `{f}`: no program's name is or contains it"));
+    }
+    Ok(kept)
+}
+
 fn bench(quick: bool, part: Part, json: Option<PathBuf>, svg: Option<PathBuf>, program: Option<&str>) -> Result<(), String> {
     let plan = if quick { suite::Plan::quick() } else { suite::Plan::full() };
-    let mut programs = coda_user_programs::all();
-    if let Some(p) = program {
-        if part != Part::Untuned {
-            return Err("--program picks programs of the untuned suite: use it with --part untuned".into());
-        }
-        programs.retain(|(name, _, _)| name.contains(p));
-        if programs.is_empty() {
-            return Err(format!("--program `{p}`: no program of the untuned suite has it in its name"));
-        }
+    if program.is_some() && part != Part::Untuned {
+        return Err("--program picks programs of the untuned suite: use it with --part untuned".into());
     }
+    let programs = picked(coda_user_programs::all(), |p| p.0, program, "--program")?;
     let llama = part != Part::Untuned;
     let untuned = part != Part::Llama;
     let total = if llama { plan.rows() } else { 0 } + if untuned { programs.len() * plan.op_sizes.len() } else { 0 };
@@ -267,6 +276,24 @@ fn emit(file: &PathBuf, program: Option<&str>, config: Option<&str>, package: &s
 
 #[cfg(test)]
 mod tests {
+    use super::picked;
+
+    /// An exact name picks that program alone; otherwise a part of names
+    /// picks every program containing it; nothing matching is an error
+    /// naming the argument.
+    #[test]
+    fn a_name_filter_prefers_the_exact_name() {
+        let names = vec!["coda-llama::rmsnorm_backward", "coda-llama::rmsnorm_backward_head", "linear"];
+        let pick = |f| picked(names.clone(), |n| n, f, "--program");
+        assert_eq!(pick(Some("rmsnorm_backward")), Ok(vec!["coda-llama::rmsnorm_backward"]));
+        assert_eq!(pick(Some("coda-llama::rmsnorm_backward")), Ok(vec!["coda-llama::rmsnorm_backward"]));
+        assert_eq!(pick(Some("rmsnorm")), Ok(vec!["coda-llama::rmsnorm_backward", "coda-llama::rmsnorm_backward_head"]));
+        assert_eq!(pick(Some("llama::rmsnorm_backward")), Ok(vec!["coda-llama::rmsnorm_backward", "coda-llama::rmsnorm_backward_head"]));
+        assert_eq!(pick(Some("linear")), Ok(vec!["linear"]));
+        assert_eq!(pick(None), Ok(names.clone()));
+        assert_eq!(pick(Some("swiglu")), Err("--program `swiglu`: no program's name is or contains it".to_string()));
+    }
+
     /// Every compiled config of every linked program has ptxas's report of
     /// its own kernel (a unit of several configs splits the report by the
     /// configs' namespaces; `coda inspect` and the cost model read it).
