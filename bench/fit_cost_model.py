@@ -15,12 +15,17 @@ both together. Needs numpy and scipy.
 usage: fit_cost_model.py INSPECT.txt --tune tune.log [...] [--untuned coda.json [...]]
                          [--omit FILE=PROG,...] [--hold-out PROG ...]
 It reports how choosing between the two defaults does, by tune.rs's constants
-(CURRENT below) and by the fit. The constants in tune.rs come from (R=bench/results)
-  fit_cost_model.py $R/2026-12-02-s16/inspect.txt \
-      --tune $R/2026-12-01-s8/tune.log $R/2026-12-02-s16/tune.log $R/2026-12-02-s16/held-out.log \
+(CURRENT below) and by the fit. The constants in tune.rs are session 17's fit
+less its two terms for per-thread pair loads, dropped in session 25 when
+`DoubleTile` inputs came to be staged by TMA; refitted on session 25's
+searches of the pair programs (R=bench/results; $R/2026-12-04-s25/fit.txt)
+  fit_cost_model.py $R/2026-12-04-s25/inspect.txt \
+      --tune $R/2026-12-01-s8/tune.log $R/2026-12-02-s16/tune.log $R/2026-12-04-s25/call2/tune-coda.log \
       --untuned $R/2026-12-01-s7/untuned.json \
-      --omit $R/2026-12-01-s8/tune.log=linear_dswiglu $R/2026-12-01-s7/untuned.json=swiglu_backward \
+      --omit $R/2026-12-01-s8/tune.log=linear_dswiglu $R/2026-12-02-s16/tune.log=linear_dswiglu \
+             $R/2026-12-01-s7/untuned.json=swiglu_backward \
       --hold-out swiglu_backward dswiglu
+they choose as the refit does at every shape.
 """
 import argparse
 import collections
@@ -35,11 +40,12 @@ import tune_log
 
 SMS = 132
 BANDWIDTH = 4.0e6  # bytes per µs, fixed (not fitted)
-NAMES = ["coop flops", "pp flops", "coop start", "pp start", "base", "tma byte", "pair byte", "sfu", "alu", "pp epilogue", "pp pair"]
-WORK = re.compile(r"tile loads ([0-9.]+) B, pair loads ([0-9.]+) B, stores ([0-9.]+) B, ([0-9.]+) SFU and ([0-9.]+) ALU")
+NAMES = ["coop flops", "pp flops", "coop start", "pp start", "base", "tma byte", "sfu", "alu", "pp epilogue"]
+# Before session 25 `coda inspect` listed `DoubleTile` bytes apart (pair loads): they count as staged.
+WORK = re.compile(r"tile loads ([0-9.]+) B, (?:pair loads ([0-9.]+) B, )?stores ([0-9.]+) B, ([0-9.]+) SFU and ([0-9.]+) ALU")
 PAIR = ("coop_128x256_c1x1", "pp_128x128_c1x2")
 # `predicted_us`'s constants as tune.rs has them, in NAMES' order.
-CURRENT = [5.433e6, 5.475e6, 2.47, 2.77, 0.0413, 1.67e-3, 9.80e-3, 7.07e-3, 2.02e-3, 1.57, 0.400]
+CURRENT = [5.433e6, 5.475e6, 2.47, 2.77, 0.0413, 1.67e-3, 7.07e-3, 2.02e-3, 1.57]
 
 
 def works(path):
@@ -48,8 +54,9 @@ def works(path):
         if not line.startswith(" "):
             name = line.split()[0].split("::")[-1] if line.strip() else None
         elif (m := WORK.search(line)) and name:
-            out[name] = [float(x) for x in m.groups()]
-    out["bare GEMM"] = [0.0, 0.0, 2.0, 0.0, 0.0]
+            tile, pair, store, sfu, alu = (float(x or 0) for x in m.groups())
+            out[name] = [tile + pair, store, sfu, alu]
+    out["bare GEMM"] = [0.0, 2.0, 0.0, 0.0]
     return out
 
 
@@ -91,16 +98,16 @@ def timings(tune_logs, untuned, omit):
 
 def predicted_us(th, w, m, n, k, config):
     """`predicted_us` with the constants `th` (their logs)."""
-    fc, fp, sc, sp, base, tma, pair, sfu, alu, pp_ep, pp_pair = np.exp(th)
+    fc, fp, sc, sp, base, tma, sfu, alu, pp_ep = np.exp(th)
     pp = config.startswith("pp")
     (tm, tn), (cm, cn) = (tuple(map(int, s.lstrip("c").split("x"))) for s in config.split("_")[1:])
     tiles = math.ceil(math.ceil(m / tm) / cm) * cm * math.ceil(math.ceil(n / tn) / cn) * cn
     per_sm = math.ceil(tiles / SMS)
     mainloop = 2 * tm * tn * k / (fp if pp else fc) + (sp if pp else sc)
-    element = base + tma * w[0] + pair * (pp_pair if pp else 1) * w[1] + max(alu * w[4], sfu * w[3])
+    element = base + tma * w[0] + max(alu * w[3], sfu * w[2])
     epilogue = tm * tn / (128 if pp else 256) * (pp_ep if pp else 1) * element
     t = per_sm * max(mainloop, epilogue) + min(mainloop, epilogue) if pp else per_sm * (mainloop + epilogue)
-    return max(t, (2 * (m + n) * k + m * n * (w[0] + w[1] + w[2])) / BANDWIDTH)
+    return max(t, (2 * (m + n) * k + m * n * (w[0] + w[1])) / BANDWIDTH)
 
 
 def main():
@@ -121,7 +128,7 @@ def main():
     def resid(th):
         return np.array([math.log(predicted_us(th, work[p], m, n, k, c) / (ms * 1e3)) for p, m, n, k, c, ms in points])
 
-    x0 = np.log([5.5e6, 5.5e6, 2.0, 2.0, 2e-3, 1e-3, 5e-3, 2e-3, 2e-4, 1.0, 1.0])
+    x0 = np.log([5.5e6, 5.5e6, 2.0, 2.0, 2e-3, 1e-3, 2e-3, 2e-4, 1.0])
     rng = np.random.default_rng(1)
     fit = min((least_squares(resid, x0 + rng.normal(0, 1, x0.shape), max_nfev=3000) for _ in range(30)), key=lambda r: r.cost)
     print(f"{len(points)} timings, rms log error {math.sqrt(2 * fit.cost / len(points)):.4f}")

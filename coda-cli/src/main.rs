@@ -155,8 +155,8 @@ fn run(command: Command) -> Result<(), String> {
                 println!("{} ({kind}{operands}, {})", k.name(), k.toolchain());
                 let w = k.work();
                 println!(
-                    "    per element: tile loads {} B, pair loads {} B, stores {} B, {} SFU and {} ALU operations",
-                    w.tile_load_bytes, w.pair_load_bytes, w.store_bytes, w.sfu, w.alu
+                    "    per element: tile loads {} B, stores {} B, {} SFU and {} ALU operations",
+                    w.tile_load_bytes, w.store_bytes, w.sfu, w.alu
                 );
                 for (i, v) in k.variants().iter().enumerate() {
                     let own = if i == 0 { " (own)" } else { "" };

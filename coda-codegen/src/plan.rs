@@ -18,6 +18,7 @@
 //! - with a D, the last node converts D's value to D's element type.
 
 use coda_dsl::ir::{DType, GroupOp, InputKind, NodeId, Op, OutputKind, Program, Width};
+use coda_dsl::smem;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum EvtKind {
@@ -123,6 +124,11 @@ pub fn plan(p: &Program) -> Plan {
         }
     }
     let widths = p.widths();
+    let pairs_staged = {
+        let inputs: Vec<InputKind> = p.inputs.iter().map(|i| i.kind).collect();
+        let outputs: Vec<OutputKind> = p.outputs.iter().map(|o| o.kind).collect();
+        smem::pairs_staged(&smem::Subtile::of(&p.config, p.group_size()), &inputs, &outputs)
+    };
 
     let mut names = Names::default();
     let mut nodes: Vec<EvtNode> = vec![];
@@ -141,9 +147,19 @@ pub fn plan(p: &Program) -> Plan {
                         (EvtKind::SrcFetch, t(), format!("{}: Tile<{}> (the C operand)", input.name, d.rust_name()))
                     }
                     InputKind::Tile(d) => (EvtKind::TileLoad(d), t(), format!("{}: Tile<{}>", input.name, d.rust_name())),
-                    InputKind::DoubleTile(d) => {
-                        (EvtKind::PairTileLoad(d), t(), format!("{}: DoubleTile<{}>, pairs packed", input.name, d.rust_name()))
-                    }
+                    // An [M, 2N] bf16 tile is an [M, N] tile of 32-bit words, each the pair
+                    // (2n, 2n + 1): staged by TMA like any tile input where that fits, else
+                    // loaded by each thread (coda_dsl::smem::pairs_staged).
+                    InputKind::DoubleTile(d) if pairs_staged => (
+                        EvtKind::TileLoad(DType::F32),
+                        t(),
+                        format!("{}: DoubleTile<{}>, pairs as 32-bit words", input.name, d.rust_name()),
+                    ),
+                    InputKind::DoubleTile(d) => (
+                        EvtKind::PairTileLoad(d),
+                        t(),
+                        format!("{}: DoubleTile<{}>, pairs loaded by each thread (staged they would not fit)", input.name, d.rust_name()),
+                    ),
                     // Index vectors are read by the `gather` nodes that use them.
                     InputKind::PerRow(DType::I32) => continue,
                     InputKind::PerRow(d) => {

@@ -89,17 +89,34 @@ pub fn base(t: &Subtile, elem: DType) -> usize {
 }
 
 /// Extra shared memory of one input; `is_c` for the collective's C operand
-/// (sharing D's buffers unless 8-bit).
+/// (sharing D's buffers unless 8-bit); `pairs_staged` as [`pairs_staged`]
+/// decides for the program (a staged `DoubleTile` is a tile of 32-bit words).
 /// A `PerCol` vector is staged through shared memory (CUTLASS's
 /// `Sm90RowBroadcast`: one element per tile column), counted with the
 /// padding a following 1024-aligned tile may add.
-pub fn input(t: &Subtile, kind: InputKind, is_c: bool) -> usize {
+pub fn input(t: &Subtile, kind: InputKind, is_c: bool, pairs_staged: bool) -> usize {
     match kind {
         InputKind::Tile(d) if is_c && d.bytes() > 1 => (t.load_stages - t.stages_d()) * t.elems() * d.bytes(),
         InputKind::Tile(d) => t.load_stages * t.elems() * d.bytes(),
+        InputKind::DoubleTile(d) if pairs_staged => t.load_stages * t.elems() * 2 * d.bytes(),
         InputKind::PerCol(d) => (t.config.tile_n * d.bytes()).next_multiple_of(ALIGN),
         _ => 0,
     }
+}
+
+/// Whether a program's `DoubleTile` inputs are staged by TMA in this config:
+/// as `[M, N]` tiles of 32-bit words (each word a pair), through the
+/// epilogue's load pipeline like any tile input, where that still leaves the
+/// mainloop two stages at the fewest load stages; otherwise (e.g. a group
+/// reduction's 128-column subtile in the cooperative config) each thread
+/// loads its pairs from global memory and they take no shared memory.
+pub fn pairs_staged(t: &Subtile, inputs: &[InputKind], outputs: &[OutputKind]) -> bool {
+    if !inputs.iter().any(|k| matches!(k, InputKind::DoubleTile(_))) {
+        return false;
+    }
+    let t = t.fewest_load_stages(inputs, outputs);
+    let (base, items) = usage_with(&t, inputs, outputs, true);
+    stages_left(&t.config, base + items.iter().sum::<usize>()) >= 2
 }
 
 /// Extra shared memory of one output; `is_d` for the collective's D operand.
@@ -135,12 +152,39 @@ pub fn stages_left(c: &Config, tiles: usize) -> usize {
 /// the D stages, then each input's and each output's bytes in order (the
 /// frontend names the first item that leaves fewer than two stages).
 pub fn usage(t: &Subtile, inputs: &[InputKind], outputs: &[OutputKind]) -> (usize, Vec<usize>) {
+    usage_with(t, inputs, outputs, pairs_staged(t, inputs, outputs))
+}
+
+fn usage_with(t: &Subtile, inputs: &[InputKind], outputs: &[OutputKind], pairs_staged: bool) -> (usize, Vec<usize>) {
     let coll = Collective::of(inputs, outputs);
     let items = inputs
         .iter()
         .enumerate()
-        .map(|(i, &k)| input(t, k, Some(i) == coll.c))
+        .map(|(i, &k)| input(t, k, Some(i) == coll.c, pairs_staged))
         .chain(outputs.iter().enumerate().map(|(i, &k)| output(t, k, Some(i) == coll.d)))
         .collect();
     (base(t, coll.element), items)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `DoubleTile` input is staged where the mainloop keeps two stages
+    /// beside it: not beside a cooperative config's 128-column group subtiles.
+    #[test]
+    fn pairs_are_staged_where_they_fit() {
+        let (coop, pp) = (Config::from_name("coop_128x256_c1x1").unwrap(), Config::from_name("pp_128x128_c1x2").unwrap());
+        let pairs = [InputKind::Acc, InputKind::DoubleTile(DType::Bf16)];
+        let out = [OutputKind::Tile(DType::Bf16)];
+        let staged = |c: &Config, group| pairs_staged(&Subtile::of(c, group), &pairs, &out);
+        assert!(staged(&coop, None) && staged(&pp, None) && staged(&pp, Some(128)));
+        assert!(!staged(&coop, Some(128)));
+        // Loaded by each thread, the pairs take no shared memory; staged, a 32-bit word tile.
+        let t = Subtile::of(&coop, Some(128)).fewest_load_stages(&pairs, &out);
+        assert_eq!(usage(&t, &pairs, &out).1, [0, 0, 0]);
+        let t = Subtile::of(&pp, Some(128)).fewest_load_stages(&pairs, &out);
+        assert_eq!(usage(&t, &pairs, &out).1, [0, t.load_stages * 64 * 128 * 4, 0]);
+        assert!(!pairs_staged(&Subtile::of(&coop, None), &[InputKind::Acc], &out));
+    }
 }

@@ -532,16 +532,17 @@ pub fn generate(choices: &[u32]) -> Generated {
     if is_map {
         let first = if g.s.chance(50) { InputKind::Tile(DType::F32) } else { InputKind::Tile(DType::Bf16) };
         // An f32 tile staged through a group-wide subtile can leave too little for the mainloop.
-        if !g.fits_smem(smem::input(&g.subtile(), first, false)) {
+        if !g.fits_smem(smem::input(&g.subtile(), first, false, false)) {
             g.group = None;
             g.smem = smem::base(&g.subtile(), DType::F32);
         }
-        g.smem += smem::input(&g.subtile(), first, false);
+        g.smem += smem::input(&g.subtile(), first, false, false);
         inputs.push(first);
     }
     for _ in 0..g.s.below(6) {
         let mut k = *g.s.pick(&kinds);
-        let bytes = smem::input(&g.subtile(), k, false);
+        // A DoubleTile input is staged only where it fits (smem::pairs_staged): 0 here.
+        let bytes = smem::input(&g.subtile(), k, false, false);
         if !g.fits_smem(bytes) {
             k = InputKind::PerRow(DType::F32);
         } else {

@@ -14,10 +14,9 @@ use crate::ir::{BinaryOp, InputKind, Op, OutputKind, Program, UnaryOp, Width};
 /// a double-width one twice).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Work {
-    /// Bytes of `Tile` inputs: staged through shared memory by TMA.
+    /// Bytes of `Tile` and `DoubleTile` inputs: staged through shared memory
+    /// by TMA (a `DoubleTile` where that fits: `crate::smem::pairs_staged`).
     pub tile_load_bytes: f32,
-    /// Bytes of `DoubleTile` inputs: loaded by each thread from global memory.
-    pub pair_load_bytes: f32,
     /// Bytes of tile outputs (`Tile`, `HalfTile`, `DoubleTile`).
     pub store_bytes: f32,
     /// Special-function-unit operations.
@@ -51,7 +50,6 @@ impl Work {
     /// No epilogue work: a bare GEMM's.
     pub const ZERO: Work = Work {
         tile_load_bytes: 0.0,
-        pair_load_bytes: 0.0,
         store_bytes: 0.0,
         sfu: 0.0,
         alu: 0.0,
@@ -70,7 +68,7 @@ impl Work {
         for input in &program.inputs {
             match input.kind {
                 InputKind::Tile(d) => work.tile_load_bytes += d.bytes() as f32,
-                InputKind::DoubleTile(d) => work.pair_load_bytes += 2.0 * d.bytes() as f32,
+                InputKind::DoubleTile(d) => work.tile_load_bytes += 2.0 * d.bytes() as f32,
                 _ => {}
             }
         }
@@ -124,10 +122,7 @@ mod tests {
                 (h, y, s)
             }",
         );
-        assert_eq!(
-            (w.tile_load_bytes, w.pair_load_bytes, w.store_bytes),
-            (2.0, 0.0, 3.0)
-        );
+        assert_eq!((w.tile_load_bytes, w.store_bytes), (2.0, 3.0));
         // silu on half width: 2 SFU ops per pair of columns.
         assert_eq!(w.sfu, 1.0);
         // add, mul (full); silu 6 and mul (half); mul and row_sum (full).
@@ -139,9 +134,6 @@ mod tests {
                 d
             }",
         );
-        assert_eq!(
-            (pairs.pair_load_bytes, pairs.store_bytes, pairs.sfu),
-            (4.0, 4.0, 3.0)
-        );
+        assert_eq!((pairs.tile_load_bytes, pairs.store_bytes, pairs.sfu), (4.0, 4.0, 3.0));
     }
 }

@@ -92,8 +92,8 @@ pub fn module(p: &Program, vis: &syn::Visibility, name_span: Span) -> TokenStrea
     let doc = if p.doc.is_empty() { format!("Epilogue program `{}`.", p.name) } else { p.doc.clone() };
     let json = p.to_json();
     let work = {
-        let coda_dsl::work::Work { tile_load_bytes, pair_load_bytes, store_bytes, sfu, alu } = coda_dsl::work::Work::of(p);
-        quote!(::coda_runtime::dsl::work::Work { tile_load_bytes: #tile_load_bytes, pair_load_bytes: #pair_load_bytes, store_bytes: #store_bytes, sfu: #sfu, alu: #alu })
+        let coda_dsl::work::Work { tile_load_bytes, store_bytes, sfu, alu } = coda_dsl::work::Work::of(p);
+        quote!(::coda_runtime::dsl::work::Work { tile_load_bytes: #tile_load_bytes, store_bytes: #store_bytes, sfu: #sfu, alu: #alu })
     };
     let is_map = p.is_map();
 

@@ -267,20 +267,21 @@ fn same_problem(e: &Entry, gpu: &str, kernel: &Kernel, prob: Problem) -> bool {
 /// run one after another (`ceil(tiles / SMs)` of them, the tile count padded
 /// to the cluster). A tile's mainloop is its FLOPs at the schedule's
 /// sustained rate plus a fixed start; its epilogue costs, per element each
-/// thread holds, a base plus the program's [`Work`]: TMA-staged and
-/// per-thread loaded bytes, and the larger of its ALU and SFU time (separate
-/// pipes). A cooperative CTA runs a tile's mainloop, then its epilogue; a
-/// ping-pong CTA overlaps one warpgroup's epilogue with the other's mainloop
-/// (epilogues in turn), so it is bound by the larger of the two. No launch
-/// is faster than its bytes at the memory's bandwidth. The constants were
-/// fitted (least squares on log time, `bench/fit_cost_model.py`) to 202
-/// timings on the H200: session 8's searches of the Llama programs but
-/// `linear_dswiglu`, session 16's searches of `linear_dswiglu` (its pair
-/// loads rebuilt), each shape's two default configs in [`scheduler`]'s
-/// options, and session 7's untuned suite but its pair program; the two
-/// other pair programs' 12 searched shapes were held out and are chosen
-/// right (bench/NOTES.md, session 17). Stores come into it only through the
-/// bandwidth floor: the fit gave them no weight.
+/// thread holds, a base plus the program's [`Work`]: TMA-staged bytes, and
+/// the larger of its ALU and SFU time (separate pipes). A cooperative CTA
+/// runs a tile's mainloop, then its epilogue; a ping-pong CTA overlaps one
+/// warpgroup's epilogue with the other's mainloop (epilogues in turn), so it
+/// is bound by the larger of the two. No launch is faster than its bytes at
+/// the memory's bandwidth. The constants were fitted (least squares on log
+/// time, `bench/fit_cost_model.py`) to 202 timings on the H200, each shape's
+/// two default configs in [`scheduler`]'s options: session 8's searches of
+/// the Llama programs and session 7's untuned suite (bench/NOTES.md,
+/// session 17). Session 25 staged `DoubleTile` inputs by TMA and dropped the
+/// fit's two terms for per-thread pair loads; refitted with the pair
+/// programs searched again on those kernels, the model chooses as before at
+/// every shape (the two other pair programs' 12 shapes held out). Stores
+/// come into it only through the bandwidth floor: the fit gave them no
+/// weight.
 pub fn predicted_us(work: &Work, c: &Config, sms: usize, prob: Problem) -> f64 {
     let pp = c.schedule == Schedule::Pingpong;
     // Sustained bf16 FLOPs per µs and SM, and each tile's fixed start (µs).
@@ -288,12 +289,10 @@ pub fn predicted_us(work: &Work, c: &Config, sms: usize, prob: Problem) -> f64 {
     // 8-bit operands: twice the tensor-core rate (the H200's dense FP8 peak is
     // twice its bf16 peak), at the same sustained fraction (not yet fitted).
     let flops = if c.operands.is_fp8() { 2.0 * flops } else { flops };
-    // µs per element a thread holds: the base, per byte loaded by TMA and by
-    // each thread, per ALU and SFU operation; ping-pong's warpgroup pays more
-    // per element, and much less for its per-thread pair loads (they overlap
-    // the other warpgroup's mainloop).
-    let (base, tma_byte, pair_byte, alu, sfu) = (0.0413, 1.67e-3, 9.80e-3, 2.02e-3, 7.07e-3);
-    let (pp_epilogue, pp_pair) = if pp { (1.57, 0.400) } else { (1.0, 1.0) };
+    // µs per element a thread holds: the base, per byte loaded by TMA, per
+    // ALU and SFU operation; ping-pong's warpgroup pays more per element.
+    let (base, tma_byte, alu, sfu) = (0.0413, 1.67e-3, 2.02e-3, 7.07e-3);
+    let pp_epilogue = if pp { 1.57 } else { 1.0 };
     // Bytes per µs the H200's HBM sustains.
     const BANDWIDTH: f64 = 4.0e6;
 
@@ -307,11 +306,10 @@ pub fn predicted_us(work: &Work, c: &Config, sms: usize, prob: Problem) -> f64 {
     let w = work;
     let element = base
         + tma_byte * w.tile_load_bytes as f64
-        + pair_byte * pp_pair * w.pair_load_bytes as f64
         + (alu * w.alu as f64).max(sfu * w.sfu as f64);
     let epilogue = per_thread * pp_epilogue * element;
     let t = if pp { per_sm * mainloop.max(epilogue) + mainloop.min(epilogue) } else { per_sm * (mainloop + epilogue) };
-    let bytes = c.operands.a.bytes() as f64 * (m + n) * k + m * n * (w.tile_load_bytes + w.pair_load_bytes + w.store_bytes) as f64;
+    let bytes = c.operands.a.bytes() as f64 * (m + n) * k + m * n * (w.tile_load_bytes + w.store_bytes) as f64;
     t.max(bytes / BANDWIDTH)
 }
 
@@ -682,14 +680,14 @@ mod tests {
 
     /// The heuristic runs the compiled config the model ranks fastest: the
     /// own one on a tie, ping-pong 128×128 for a large plain GEMM and for a
-    /// large per-thread pair-load epilogue, the cooperative 128×256 for a
+    /// large pair epilogue, the cooperative 128×256 for a
     /// grid smaller than one wave (as the H200's searches of `dswiglu`
     /// found: ping-pong at 16384×8192×2048, coop at 1000×4096×1024).
     #[test]
     fn heuristic_takes_the_fastest_predicted_config() {
         let variants: &'static [Variant] = Box::leak(Box::new([variant("coop_128x256_c1x1"), variant("pp_128x128_c1x2")]));
         let store = Work { store_bytes: 2.0, ..Work::ZERO };
-        let pairs = Work { pair_load_bytes: 4.0, store_bytes: 4.0, sfu: 2.0, alu: 13.0, ..Work::ZERO };
+        let pairs = Work { tile_load_bytes: 4.0, store_bytes: 4.0, sfu: 2.0, alu: 13.0, ..Work::ZERO };
         let pick = |work, m, n, k| heuristic(&kernel("t", variants, "", work), 132, Problem { m, n, k }).config.name();
         assert_eq!(pick(store, 16384, 4096, 4096), "pp_128x128_c1x2");
         assert_eq!(pick(store, 1000, 256, 256), "coop_128x256_c1x1");

@@ -1,10 +1,10 @@
 //! The tuner's cost model against H200 timings it must rank: per program
 //! and shape, both default configs, each in the heuristic's scheduler
 //! options. Two sets: session 8's searches of the Llama programs (57
-//! shapes; `linear_dswiglu`'s from session 16, its pair loads rebuilt),
+//! shapes; `linear_dswiglu`'s from session 25, its pairs staged by TMA),
 //! which the constants were fitted to, so this guards them; and session
 //! 10's searches of the untuned suite at six shapes (84; `swiglu_backward`'s
-//! from session 16), programs and shapes the fit never saw. Choosing by the
+//! from session 25), programs and shapes the fit never saw. Choosing by the
 //! model must beat always running either config, and stay near each
 //! shape's faster one.
 
@@ -29,9 +29,9 @@ fn rows(text: &str) -> Vec<Row> {
         .map(|l| {
             let f: Vec<&str> = l.split('\t').collect();
             let x = |i: usize| f[i].parse::<f64>().unwrap_or_else(|e| panic!("{l}: field {i}: {e}"));
-            let work = Work { tile_load_bytes: x(1) as f32, pair_load_bytes: x(2) as f32, store_bytes: x(3) as f32, sfu: x(4) as f32, alu: x(5) as f32 };
-            let prob = Problem { m: x(6) as usize, n: x(7) as usize, k: x(8) as usize };
-            Row { what: format!("{} {}×{}×{}", f[0], f[6], f[7], f[8]), work, prob, coop_ms: x(9), pp_ms: x(10) }
+            let work = Work { tile_load_bytes: x(1) as f32, store_bytes: x(2) as f32, sfu: x(3) as f32, alu: x(4) as f32 };
+            let prob = Problem { m: x(5) as usize, n: x(6) as usize, k: x(7) as usize };
+            Row { what: format!("{} {}×{}×{}", f[0], f[5], f[6], f[7]), work, prob, coop_ms: x(8), pp_ms: x(9) }
         })
         .collect()
 }

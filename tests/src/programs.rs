@@ -203,8 +203,21 @@ pub fn fp8_requant(acc: Acc, bias: PerCol<f32>) -> (Tile<e4m3>, PerGroup<f32>, T
     (q, scale, x)
 }
 
+#[coda::epilogue]
+/// A gated pair input normalised per head of 128 columns. Both paths of a
+/// `DoubleTile` input (`coda_dsl::smem::pairs_staged`): in the own
+/// cooperative config the pairs staged by TMA would leave the mainloop no
+/// stage beside the 128-column subtiles, so each thread loads them; the
+/// ping-pong config stages them.
+pub fn pair_head_norm(acc: Acc, z: DoubleTile<bf16>) -> Tile<bf16> {
+    let (g, u) = unpair(z);
+    let h = acc * silu(g) + u;
+    let y = h * rsqrt(group_mean(h * h, 128) + 0.000001);
+    y
+}
+
 /// Every program of this file (for tools: `coda inspect`, `coda tune`).
-pub fn kernels() -> [&'static coda::Kernel; 17] {
+pub fn kernels() -> [&'static coda::Kernel; 18] {
     [
         &gated_mix::KERNEL,
         &two_partials::KERNEL,
@@ -223,5 +236,6 @@ pub fn kernels() -> [&'static coda::Kernel; 17] {
         &fp8_residual_rms::KERNEL,
         &fp8_blockwise_swiglu::KERNEL,
         &fp8_requant::KERNEL,
+        &pair_head_norm::KERNEL,
     ]
 }

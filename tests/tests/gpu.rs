@@ -417,6 +417,7 @@ fn main() {
         kit::fp8_residual_rms,
         kit::fp8_blockwise_swiglu,
         kit::fp8_requant,
+        kit::pair_head_norm,
         llama::linear_residual_rms_partial,
         llama::linear_rowscale_swiglu,
         llama::linear_rowscale_swiglu_save,
