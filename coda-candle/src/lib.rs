@@ -23,6 +23,7 @@ use candle_core::cuda_backend::{CudaDType, CudaDevice};
 use candle_core::op::BackpropOp;
 use candle_core::{CpuStorage, CudaStorage, CustomOp3, DType, Device, Layout, Result, Shape, Storage, StorageRef, Tensor, WithDType};
 use coda_llama::blas::Cublas;
+use coda_llama::WeightGrad::F32;
 use coda_llama::{BackwardState, Borrowed, HeadBackwardState, HeadState, Owned};
 use coda_runtime::{Element, RawTensor, Stream, bf16};
 
@@ -411,7 +412,8 @@ pub fn block_backward(w: &BlockWeights, fwd: &BlockForward, attn: &Tensor, pos: 
         let (dw_gate_up, dw_down, dgamma2, dw_qkv) =
             (b.output(&mut dw_gate_up)?, b.output(&mut dw_down)?, b.output(&mut dgamma2)?, b.output(&mut dw_qkv)?);
         let mut g =
-            coda_llama::BlockGrads::<Borrowed>::from_parts(&c, dattn, dx0, dwo, dgamma1, dw_gate_up, dw_down, dgamma2, dw_qkv, None).map_err(coda)?;
+            coda_llama::BlockGrads::<Borrowed>::from_parts(&c, dattn, dx0, F32(dwo), dgamma1, F32(dw_gate_up), F32(dw_down), dgamma2, F32(dw_qkv), None)
+                .map_err(coda)?;
         // Scratch the caller never sees: coda's tensors on the same stream, freed there after the call.
         let (dz2, s2, dh2, xg2) = (scratch(&rt, &[m, qw])?, scratch(&rt, &[m])?, scratch(&rt, &[m, d])?, scratch(&rt, &[m, d])?);
         let (dz1, s1, xg1) = (scratch(&rt, &[m, 2 * f])?, scratch(&rt, &[m])?, scratch(&rt, &[m, d])?);

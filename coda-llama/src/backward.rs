@@ -17,19 +17,58 @@
 //! 5. `dattn = dh1 · Wo`; `dWo = dh1ᵀ · attn`.
 //!
 //! Five fused launches, four aux reductions (six with QK-norm), four cuBLAS
-//! weight-gradient GEMMs. Weight and norm-weight gradients are f32.
+//! weight-gradient GEMMs. Norm-weight gradients are f32; weight matrices'
+//! gradients f32 or bf16 ([`WeightGrad`]).
 
 use super::programs::{linear_dswiglu as dswiglu, matmul, qk_norm_rope_backward, rmsnorm_backward as norm_backward, rope_backward};
 use std::sync::Arc;
 
 use super::{BlockConfig, BlockState, BlockWeights, Owned, QkNorm, Storage, shaped, tokens_of};
 use crate::blas::Cublas;
-use coda_runtime::{AnyTensor, Choice, ColPartials, Error, Launches, Problem, RowPartials, Stream, Tensor, TensorRef, aux, bf16, tune};
+use coda_runtime::{AnyTensor, Choice, ColPartials, Error, Launches, Problem, RowPartials, Stream, Tensor, TensorMut, TensorRef, aux, bf16, tune};
 
 impl BlockConfig {
     /// Launches per backward.
     pub fn backward_launches(&self) -> Launches {
         Launches { fused: 5, aux: 4 + 2 * self.qk_norm as usize, blas: 4 }
+    }
+}
+
+/// A weight matrix's gradient `dW = dyᵀ · x`, summed in f32 by cuBLAS and
+/// written in f32 (to add micro-batches up in f32 beside it) or in the
+/// weights' bf16 (rounded once, nothing to convert after; bench/NOTES.md,
+/// session 25).
+pub enum WeightGrad<B, F> {
+    Bf16(B),
+    F32(F),
+}
+
+impl<B: TensorMut<bf16>, F: TensorMut<f32>> WeightGrad<B, F> {
+    fn tensor(&self) -> &dyn AnyTensor {
+        match self {
+            WeightGrad::Bf16(t) => t,
+            WeightGrad::F32(t) => t,
+        }
+    }
+
+    fn compute(&mut self, stream: &Stream, blas: &Cublas, dy: &dyn TensorRef<bf16>, x: &dyn TensorRef<bf16>) -> Result<(), Error> {
+        match self {
+            WeightGrad::Bf16(t) => blas.weight_grad(stream, dy, x, t, false),
+            WeightGrad::F32(t) => blas.weight_grad(stream, dy, x, t, false),
+        }
+    }
+}
+
+impl WeightGrad<Tensor<bf16>, Tensor<f32>> {
+    fn zeros(stream: &Stream, dims: &[usize], bf16: bool) -> Result<Self, Error> {
+        Ok(if bf16 { WeightGrad::Bf16(Tensor::zeros(stream, dims)?) } else { WeightGrad::F32(Tensor::zeros(stream, dims)?) })
+    }
+
+    fn poison(&mut self) -> Result<(), Error> {
+        match self {
+            WeightGrad::Bf16(t) => t.poison(),
+            WeightGrad::F32(t) => t.poison(),
+        }
     }
 }
 
@@ -39,14 +78,14 @@ pub struct BlockGrads<S: Storage = Owned> {
     pub dattn: S::Bf16,
     /// Of the residual input `x0`, `[M, d]`.
     pub dx0: S::Bf16,
-    pub dwo: S::F32,
+    pub dwo: WeightGrad<S::Bf16, S::F32>,
     pub dgamma1: S::F32,
     /// Rows interleaved like `w_gate_up`.
-    pub dw_gate_up: S::F32,
-    pub dw_down: S::F32,
+    pub dw_gate_up: WeightGrad<S::Bf16, S::F32>,
+    pub dw_down: WeightGrad<S::Bf16, S::F32>,
     pub dgamma2: S::F32,
     /// Rows in `w_qkv`'s layout (RoPE pairs adjacent).
-    pub dw_qkv: S::F32,
+    pub dw_qkv: WeightGrad<S::Bf16, S::F32>,
     /// QK-norm's weight gradients, `[head_dim]` each, exactly when the config's `qk_norm`.
     pub qk_norm: Option<QkNorm<S::F32>>,
 }
@@ -170,21 +209,31 @@ impl BackwardState {
 }
 
 impl BlockGrads {
-    /// With the rules of [`BackwardState::new`].
+    /// With the rules of [`BackwardState::new`]; the weight gradients in f32.
     pub fn new(stream: &Stream, c: &BlockConfig, tokens: usize) -> Result<BlockGrads, Error> {
+        Self::allocate(stream, c, tokens, false)
+    }
+
+    /// As [`BlockGrads::new`], the weight matrices' gradients in bf16.
+    pub fn new_bf16_weights(stream: &Stream, c: &BlockConfig, tokens: usize) -> Result<BlockGrads, Error> {
+        Self::allocate(stream, c, tokens, true)
+    }
+
+    fn allocate(stream: &Stream, c: &BlockConfig, tokens: usize, bf16: bool) -> Result<BlockGrads, Error> {
         c.check()?;
         super::check_tokens(tokens)?;
         let (m, d, f) = (tokens, c.hidden, c.ffn);
-                BlockGrads::from_parts(
+        let w = |dims: &[usize]| WeightGrad::zeros(stream, dims, bf16);
+        BlockGrads::from_parts(
             c,
             Tensor::zeros(stream, &[m, c.attn_width()])?,
             Tensor::zeros(stream, &[m, d])?,
-            Tensor::zeros(stream, &[d, c.attn_width()])?,
+            w(&[d, c.attn_width()])?,
             Tensor::zeros(stream, &[d])?,
-            Tensor::zeros(stream, &[2 * f, d])?,
-            Tensor::zeros(stream, &[d, f])?,
+            w(&[2 * f, d])?,
+            w(&[d, f])?,
             Tensor::zeros(stream, &[d])?,
-            Tensor::zeros(stream, &[c.qkv_width(), d])?,
+            w(&[c.qkv_width(), d])?,
             match c.qk_norm {
                 true => Some(QkNorm { q: Tensor::zeros(stream, &[c.head_dim])?, k: Tensor::zeros(stream, &[c.head_dim])? }),
                 false => None,
@@ -202,12 +251,12 @@ impl<S: Storage> BlockGrads<S> {
         c: &BlockConfig,
         dattn: S::Bf16,
         dx0: S::Bf16,
-        dwo: S::F32,
+        dwo: WeightGrad<S::Bf16, S::F32>,
         dgamma1: S::F32,
-        dw_gate_up: S::F32,
-        dw_down: S::F32,
+        dw_gate_up: WeightGrad<S::Bf16, S::F32>,
+        dw_down: WeightGrad<S::Bf16, S::F32>,
         dgamma2: S::F32,
-        dw_qkv: S::F32,
+        dw_qkv: WeightGrad<S::Bf16, S::F32>,
         qk_norm: Option<QkNorm<S::F32>>,
     ) -> Result<Self, Error> {
         c.check()?;
@@ -216,12 +265,12 @@ impl<S: Storage> BlockGrads<S> {
         let g = BlockGrads { dattn, dx0, dwo, dgamma1, dw_gate_up, dw_down, dgamma2, dw_qkv, qk_norm };
         shaped("dattn", &g.dattn, &[m, c.attn_width()])?;
         shaped("dx0", &g.dx0, &[m, d])?;
-        shaped("dwo", &g.dwo, &[d, c.attn_width()])?;
+        shaped("dwo", g.dwo.tensor(), &[d, c.attn_width()])?;
         shaped("dgamma1", &g.dgamma1, &[d])?;
-        shaped("dw_gate_up", &g.dw_gate_up, &[2 * f, d])?;
-        shaped("dw_down", &g.dw_down, &[d, f])?;
+        shaped("dw_gate_up", g.dw_gate_up.tensor(), &[2 * f, d])?;
+        shaped("dw_down", g.dw_down.tensor(), &[d, f])?;
         shaped("dgamma2", &g.dgamma2, &[d])?;
-        shaped("dw_qkv", &g.dw_qkv, &[c.qkv_width(), d])?;
+        shaped("dw_qkv", g.dw_qkv.tensor(), &[c.qkv_width(), d])?;
         c.check_qk_vectors(g.qk_norm.as_ref())?;
         Ok(g)
     }
@@ -232,8 +281,11 @@ impl BlockGrads {
     pub fn poison(&mut self) -> Result<(), Error> {
         self.dattn.poison()?;
         self.dx0.poison()?;
-        for t in [&mut self.dwo, &mut self.dgamma1, &mut self.dw_gate_up, &mut self.dw_down, &mut self.dgamma2, &mut self.dw_qkv] {
+        for t in [&mut self.dgamma1, &mut self.dgamma2] {
             t.poison()?;
+        }
+        for w in [&mut self.dwo, &mut self.dw_gate_up, &mut self.dw_down, &mut self.dw_qkv] {
+            w.poison()?;
         }
         if let Some(n) = &mut self.qk_norm {
             n.q.poison()?;
@@ -305,11 +357,11 @@ pub fn block_backward<W: Storage, F: Storage, B: Storage, G: Storage>(
         },
     )?;
     aux::col_sums(stream, &bs.dgamma2_partials, &mut g.dgamma2)?;
-    bs.blas.weight_grad(stream, &bs.dz2, &bs.xg2, &mut g.dw_qkv, false)?;
+    g.dw_qkv.compute(stream, &bs.blas, &bs.dz2, &bs.xg2)?;
 
     dswiglu::launch(stream, dswiglu::Args { a: &bs.dh2, b: &w.w_down, z: &fwd.z1, dz: &mut bs.dz1, dot: &mut bs.s1_partials })?;
     aux::row_sums(stream, &bs.s1_partials, inv_d, &mut bs.s1)?;
-    bs.blas.weight_grad(stream, &bs.dh2, &fwd.y1, &mut g.dw_down, false)?;
+    g.dw_down.compute(stream, &bs.blas, &bs.dh2, &fwd.y1)?;
 
     norm_backward::launch_as(
         stream,
@@ -328,8 +380,8 @@ pub fn block_backward<W: Storage, F: Storage, B: Storage, G: Storage>(
         },
     )?;
     aux::col_sums(stream, &bs.dgamma1_partials, &mut g.dgamma1)?;
-    bs.blas.weight_grad(stream, &bs.dz1, &bs.xg1, &mut g.dw_gate_up, false)?;
+    g.dw_gate_up.compute(stream, &bs.blas, &bs.dz1, &bs.xg1)?;
 
     matmul::launch(stream, matmul::Args { a: &g.dx0, b: &w.wo, y: &mut g.dattn })?;
-    bs.blas.weight_grad(stream, &g.dx0, attn, &mut g.dwo, false)
+    g.dwo.compute(stream, &bs.blas, &g.dx0, attn)
 }

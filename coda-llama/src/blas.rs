@@ -93,14 +93,15 @@ impl Cublas {
         self.gemm(stream, ("a", a, Stored::Plain), ("b", b, Stored::Plain), c, false)
     }
 
-    /// The weight gradient `dw[N, K] (+)= dy[M, N]ᵀ · x[M, K]`, accumulated in
-    /// f32; with `accumulate` it adds to `dw` (e.g. over chunks of rows).
-    pub fn weight_grad(
+    /// The weight gradient `dw[N, K] (+)= dy[M, N]ᵀ · x[M, K]`, summed in f32
+    /// and written as `dw`'s element (f32 or bf16: rounded once); with
+    /// `accumulate` it adds to `dw` (e.g. over chunks of rows, best in f32).
+    pub fn weight_grad<T: Element>(
         &self,
         stream: &Stream,
         dy: &dyn TensorRef<bf16>,
         x: &dyn TensorRef<bf16>,
-        dw: &mut dyn TensorMut<f32>,
+        dw: &mut dyn TensorMut<T>,
         accumulate: bool,
     ) -> Result<(), Error> {
         self.gemm(stream, ("dy", dy, Stored::Transposed), ("x", x, Stored::Plain), dw, accumulate)

@@ -27,7 +27,7 @@ mod head;
 pub mod layout;
 pub mod programs;
 
-pub use backward::{BackwardState, BlockGrads, block_backward};
+pub use backward::{BackwardState, BlockGrads, WeightGrad, block_backward};
 pub use head::{
     HEAD_FORWARD_LAUNCHES, HeadBackwardState, HeadGrads, HeadLoss, HeadState, HeadWeights, head_backward, head_backward_launches, head_forward,
     head_forward_backward, head_forward_backward_launches,

@@ -3,7 +3,7 @@
 //! intermediates and gradients included, is allocated by PyTorch
 //! (`python/coda_rs/llama.py`) and borrowed here through DLPack.
 
-use coda_llama::{BackwardState, BlockConfig, BlockGrads, BlockState, BlockWeights, Borrowed, QkNorm, QkNormState};
+use coda_llama::{BackwardState, BlockConfig, BlockGrads, BlockState, BlockWeights, Borrowed, QkNorm, QkNormState, WeightGrad};
 use coda_runtime::{Stream, bf16};
 use dlpark::python::ImportedDlpack;
 use pyo3::prelude::*;
@@ -152,7 +152,9 @@ pub fn block_backward(
         let b = |i: usize| raw::<bf16>(&s, grad_names[i], &gr[i]);
         let f = |i: usize| raw::<f32>(&s, grad_names[i], &gr[i]);
         let qk = if c.qk_norm { Some(QkNorm { q: f(8)?, k: f(9)? }) } else { None };
-        let mut g = BlockGrads::<Borrowed>::from_parts(&c, b(0)?, b(1)?, f(2)?, f(3)?, f(4)?, f(5)?, f(6)?, f(7)?, qk)?;
+        // The weight matrices' gradients in the weights' bf16, the norm weights' in f32.
+        let w = |i: usize| b(i).map(WeightGrad::Bf16);
+        let mut g = BlockGrads::<Borrowed>::from_parts(&c, b(0)?, b(1)?, w(2)?, f(3)?, w(4)?, w(5)?, f(6)?, w(7)?, qk)?;
         let attn = raw::<bf16>(&s, "attn", &inputs[0])?;
         let pos = raw::<f32>(&s, "pos", &inputs[1])?;
         let dx2 = raw::<bf16>(&s, "dx2", &inputs[2])?;

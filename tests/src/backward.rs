@@ -13,7 +13,7 @@ use crate::reference::{BackwardRows, Path, WeightGrads, backward_rows, head_rows
 use coda_llama::{
     BackwardState, BlockConfig, BlockGrads, BlockState, BlockWeights, HEAD_FORWARD_LAUNCHES,
     HeadBackwardState, HeadGrads, HeadLoss, HeadState, HeadWeights, block_backward, block_forward, head_backward, head_backward_launches,
-    head_forward, head_forward_backward, head_forward_backward_launches,
+    head_forward, head_forward_backward, head_forward_backward_launches, WeightGrad,
 };
 use coda_runtime::{ColPartials, Error, Launches, Stream, Tensor, bf16};
 use crate::host::{Check, Rng, to_f64};
@@ -59,8 +59,17 @@ fn entries(n: usize, k: usize, count: usize, rng: &mut Rng) -> Vec<(usize, usize
     e
 }
 
-/// Forward then backward at `m` tokens on fresh random data.
-pub fn backward_case(stream: &Stream, c: &BlockConfig, m: usize, extra_rows: usize, seed: u64, full: bool) -> Result<Report, Error> {
+/// Forward then backward at `m` tokens on fresh random data; the weight
+/// matrices' gradients in bf16 with `bf16_weights`, else f32.
+pub fn backward_case(
+    stream: &Stream,
+    c: &BlockConfig,
+    m: usize,
+    extra_rows: usize,
+    seed: u64,
+    full: bool,
+    bf16_weights: bool,
+) -> Result<Report, Error> {
     let mut rng = Rng::new(seed);
     let hw = random_weights(c, &mut rng)?;
     let w = BlockWeights::upload(stream, *c, &hw)?;
@@ -75,7 +84,7 @@ pub fn backward_case(stream: &Stream, c: &BlockConfig, m: usize, extra_rows: usi
     let dqkv = Tensor::from_host(stream, &dqkv_h, &[m, q])?;
     let mut fs = BlockState::new(stream, c, m)?;
     let mut bs = BackwardState::new(stream, c, m)?;
-    let mut g = BlockGrads::new(stream, c, m)?;
+    let mut g = if bf16_weights { BlockGrads::new_bf16_weights(stream, c, m)? } else { BlockGrads::new(stream, c, m)? };
     let run = |fs: &mut BlockState, bs: &mut BackwardState, g: &mut BlockGrads| -> Result<Vec<Vec<f64>>, Error> {
         fs.poison()?;
         bs.poison()?;
@@ -85,10 +94,14 @@ pub fn backward_case(stream: &Stream, c: &BlockConfig, m: usize, extra_rows: usi
         let b = |t: &Tensor<bf16>| t.to_host().map(|v| to_f64(&v));
         let s = |t: &Tensor<f32>| t.to_host().map(|v| f32s(&v));
         let p = |t: &ColPartials| s(t.tensor().ok_or_else(|| Error::arg("dgamma partials", "not written"))?);
+        let w = |t: &WeightGrad<Tensor<bf16>, Tensor<f32>>| match t {
+            WeightGrad::Bf16(t) => b(t),
+            WeightGrad::F32(t) => s(t),
+        };
         let mut out = vec![
             b(&bs.dz2)?, s(&bs.s2)?, b(&bs.dh2)?, b(&bs.xg2)?, b(&bs.dz1)?, s(&bs.s1)?, b(&bs.xg1)?, b(&g.dx0)?, b(&g.dattn)?,
             p(&bs.dgamma2_partials)?, p(&bs.dgamma1_partials)?, s(&g.dgamma2)?, s(&g.dgamma1)?,
-            s(&g.dw_qkv)?, s(&g.dw_down)?, s(&g.dw_gate_up)?, s(&g.dwo)?, b(&fs.y1)?,
+            w(&g.dw_qkv)?, w(&g.dw_down)?, w(&g.dw_gate_up)?, w(&g.dwo)?, b(&fs.y1)?,
         ];
         if let Some(n) = &g.qk_norm {
             out.extend([s(&n.q)?, s(&n.k)?, p(&bs.qk_gamma_partials)?]);

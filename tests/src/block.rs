@@ -145,15 +145,19 @@ pub fn time_block(stream: &Stream, c: &BlockConfig, m: usize, samples: usize, re
         lt.linear(stream, &s.y1, &w.w_down, &mut o[2])?;
         lt.linear(stream, &s.u2, &w.w_qkv, &mut o[3])
     };
-    let backward_gemms = |s: &BlockState, b: &BackwardState, g: &mut BlockGrads, o: &mut [Tensor<bf16>; 8]| -> Result<(), Error> {
+    // The weight gradients in f32, as `BlockGrads::new`'s.
+    let zf = |shape: &[usize]| Tensor::<f32>::zeros(stream, shape);
+    let dw = RefCell::new([zf(&[q, d])?, zf(&[d, f])?, zf(&[2 * f, d])?, zf(&[d, ka])?]);
+    let backward_gemms = |s: &BlockState, b: &BackwardState, g: &BlockGrads, o: &mut [Tensor<bf16>; 8]| -> Result<(), Error> {
+        let dw = &mut *dw.borrow_mut();
         lt.matmul(stream, &b.dz2, &w.w_qkv, &mut o[4])?;
-        blas.weight_grad(stream, &b.dz2, &b.xg2, &mut g.dw_qkv, false)?;
+        blas.weight_grad(stream, &b.dz2, &b.xg2, &mut dw[0], false)?;
         lt.matmul(stream, &b.dh2, &w.w_down, &mut o[5])?;
-        blas.weight_grad(stream, &b.dh2, &s.y1, &mut g.dw_down, false)?;
+        blas.weight_grad(stream, &b.dh2, &s.y1, &mut dw[1], false)?;
         lt.matmul(stream, &b.dz1, &w.w_gate_up, &mut o[6])?;
-        blas.weight_grad(stream, &b.dz1, &b.xg1, &mut g.dw_gate_up, false)?;
+        blas.weight_grad(stream, &b.dz1, &b.xg1, &mut dw[2], false)?;
         lt.matmul(stream, &g.dx0, &w.wo, &mut o[7])?;
-        blas.weight_grad(stream, &g.dx0, &attn, &mut g.dwo, false)
+        blas.weight_grad(stream, &g.dx0, &attn, &mut dw[3], false)
     };
     let mut fused_fwd = |_: usize| block_forward(stream, &w, &attn, &x0, &pos, &mut fwd.borrow_mut());
     let mut bare_fwd = |_: usize| forward_gemms(&fwd.borrow(), &mut out.borrow_mut());
@@ -166,7 +170,7 @@ pub fn time_block(stream: &Stream, c: &BlockConfig, m: usize, samples: usize, re
     let mut bare_both = |_: usize| {
         let (s, mut o) = (fwd.borrow(), out.borrow_mut());
         forward_gemms(&s, &mut o)?;
-        backward_gemms(&s, &bwd.borrow(), &mut grads.borrow_mut(), &mut o)
+        backward_gemms(&s, &bwd.borrow(), &grads.borrow(), &mut o)
     };
     let tb = bench::interleaved(stream, Duration::from_secs(1), samples, reps, &mut [&mut fused_both, &mut bare_both])?;
     Ok(BlockTimes { forward: t[0], forward_gemms: t[1], forward_backward: tb[0], forward_backward_gemms: tb[1] })

@@ -489,19 +489,22 @@ fn main() {
         run.case(format!("block forward {big_name}, M={m}"), || block::forward_case(&stream, big, m, 128, 21));
     }
     for &m in blocks {
-        run.case(format!("block backward {big_name}, M={m}"), || backward::backward_case(&stream, big, m, 32, 22, false));
+        run.case(format!("block backward {big_name}, M={m}"), || backward::backward_case(&stream, big, m, 32, 22, false, false));
     }
     run.case("block backward d=256 ffn=512 heads 2x128 kv 1, M=1000, every row and weight".into(), || {
-        backward::backward_case(&stream, &small, 1000, 0, 23, true)
+        backward::backward_case(&stream, &small, 1000, 0, 23, true, false)
+    });
+    run.case("block backward d=256 ffn=512 heads 2x128 kv 1, M=1000, every row and weight, bf16 weight gradients".into(), || {
+        backward::backward_case(&stream, &small, 1000, 0, 29, true, true)
     });
     // The same with QK-norm.
     let (big_qk, small_qk) = (BlockConfig { qk_norm: true, ..*big }, BlockConfig { qk_norm: true, ..small });
     for &m in blocks {
         run.case(format!("block forward, QK-norm, {big_name}, M={m}"), || block::forward_case(&stream, &big_qk, m, 128, 26));
-        run.case(format!("block backward, QK-norm, {big_name}, M={m}"), || backward::backward_case(&stream, &big_qk, m, 32, 27, false));
+        run.case(format!("block backward, QK-norm, {big_name}, M={m}"), || backward::backward_case(&stream, &big_qk, m, 32, 27, false, false));
     }
     run.case("block backward, QK-norm, d=256 ffn=512 heads 2x128 kv 1, M=1000, every row and weight".into(), || {
-        backward::backward_case(&stream, &small_qk, 1000, 0, 28, true)
+        backward::backward_case(&stream, &small_qk, 1000, 0, 28, true, false)
     });
     for &(d, v, m, chunk, full, fused) in heads {
         let what = if full { "every row and weight" } else { "sampled rows" };

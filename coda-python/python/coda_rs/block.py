@@ -19,7 +19,7 @@ adjacent; ``attn`` ``[M, heads·head_dim]``, ``x0`` ``[M, d]`` bf16, ``pos``
 one device; a broken rule raises ``ArgumentError`` naming the argument.
 The saved intermediates (``x1``, ``r1``, ``z1``, ``y1``, ``x2``, ``r2``,
 ``qkv``, and with QK-norm ``z2`` and its weights over the columns) are PyTorch tensors; weight gradients are summed in f32 by the
-kernels and returned in the weights' dtype (bf16).
+kernels and written in the weights' dtype (bf16) by the GEMMs themselves, the norm weights' in f32 (PyTorch converts those).
 
 With ``BlockConfig(qk_norm=True)`` (Qwen3 / OLMo 2 QK-norm; ``head_dim``
 128) each q and k head is RMS-normalised over its columns and scaled by
@@ -180,7 +180,8 @@ def _backward(
     qw, aw = (heads + 2 * kv_heads) * head_dim, heads * head_dim
     e = lambda *shape, dtype=_BF16: torch.empty(shape, dtype=dtype, device=x1.device)  # noqa: E731
     work = [e(m, qw), e(m, dtype=_F32), e(m, d), e(m, d), e(m, 2 * f), e(m, dtype=_F32), e(m, d)]
-    grads = [e(m, aw), e(m, d)] + [e(*s, dtype=_F32) for s in ((d, aw), (d,), (2 * f, d), (d, f), (d,), (qw, d))]
+    # Weight matrices' gradients in bf16 (the GEMM rounds its f32 sum once), the norm weights' in f32.
+    grads = [e(m, aw), e(m, d), e(d, aw), e(d, dtype=_F32), e(2 * f, d), e(d, f), e(d, dtype=_F32), e(qw, d)]
     # QK-norm's weight gradients (empty without it).
     dqk = [e(head_dim, dtype=_F32), e(head_dim, dtype=_F32)] if qk_norm else [e(0, dtype=_F32), e(0, dtype=_F32)]
     with torch.cuda.device(device):
@@ -206,7 +207,8 @@ def _(attn, pos, dx2, dqkv, wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, freq, 
     qw, aw = (heads + 2 * kv_heads) * head_dim, heads * head_dim
     e = lambda *shape, dtype=_BF16: x1.new_empty(shape, dtype=dtype)  # noqa: E731
     n = head_dim if qk_norm else 0
-    return (e(m, aw), e(m, d)) + tuple(e(*s, dtype=_F32) for s in ((d, aw), (d,), (2 * f, d), (d, f), (d,), (qw, d), (n,), (n,)))
+    return (e(m, aw), e(m, d), e(d, aw), e(d, dtype=_F32), e(2 * f, d), e(d, f), e(d, dtype=_F32), e(qw, d), e(n, dtype=_F32),
+            e(n, dtype=_F32))
 
 
 def _setup_context(ctx, inputs, output):
