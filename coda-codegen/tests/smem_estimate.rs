@@ -245,3 +245,42 @@ fn load_stages_give_the_mainloop_its_stages() {
     ];
     assert_eq!(got, want.map(|(n, l, s)| (n.to_string(), l, s)));
 }
+
+/// A `DoubleTile` input is staged by TMA (a tile of 32-bit words) where the
+/// estimate leaves the mainloop two stages beside it, else loaded by each
+/// thread; either way the estimate bounds what nvcc computes.
+#[test]
+fn pair_inputs_are_staged_where_the_estimate_fits_them() {
+    let src = r#"
+        #[epilogue]
+        fn pairs_coop(acc: Acc, z: DoubleTile<bf16>) -> DoubleTile<bf16> {
+            let (g, u) = unpair(z);
+            let d = pair(acc * u, acc * g);
+            d
+        }
+        #[epilogue(tile = (128, 128), cluster = (1, 2), schedule = pingpong)]
+        fn pairs_pp_group(acc: Acc, z: DoubleTile<bf16>) -> Tile<bf16> {
+            let (g, u) = unpair(z);
+            let h = acc * g + u;
+            let y = h * rsqrt(group_mean(h * h, 128) + 0.001);
+            y
+        }
+        #[epilogue]
+        fn pairs_coop_group(acc: Acc, z: DoubleTile<bf16>) -> Tile<bf16> {
+            let (g, u) = unpair(z);
+            let h = acc * g + u;
+            let y = h * rsqrt(group_mean(h * h, 128) + 0.001);
+            y
+        }
+    "#;
+    let programs = coda_dsl::lower_file(&syn::parse_file(src).unwrap()).unwrap();
+    let staged: Vec<(String, bool)> = programs
+        .iter()
+        .map(|p| (p.name.clone(), coda_codegen::emit(p, "probe", "0.1.0").contains("TileLoad<Desc, float>;  // z: DoubleTile")))
+        .collect();
+    let want = [("pairs_coop", true), ("pairs_pp_group", true), ("pairs_coop_group", false)];
+    assert_eq!(staged, want.map(|(n, s)| (n.to_string(), s)));
+    for (p, probed) in probe_all("smem-estimate-pairs", programs.iter()) {
+        assert_bounds(p, &probed);
+    }
+}
