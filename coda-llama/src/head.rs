@@ -318,7 +318,7 @@ fn check_targets(targets: &impl RowSlices<i32>, m: usize) -> Result<(), Error> {
 }
 
 /// The backward's buffers and gradients must be for the forward's tokens.
-fn check_backward<W: Storage, G: Storage>(h: &HeadWeights<W>, m: usize, bs: &HeadBackwardState, g: &HeadGrads<G>) -> Result<(), Error> {
+fn check_backward<W: Storage, B: Storage, G: Storage>(h: &HeadWeights<W>, m: usize, bs: &HeadBackwardState<B>, g: &HeadGrads<G>) -> Result<(), Error> {
     if bs.tokens != m || g.dx.dims() != [m, h.hidden()] {
         return Err(Error::arg("bs", format!("backward buffers must be for the forward's {m} tokens")));
     }
@@ -363,15 +363,13 @@ impl HeadGrads {
     }
 }
 
-/// The buffers of one chunk of `rows` rows.
+/// The small buffers of one chunk of `rows` rows (the chunk-sized ones,
+/// shared by both chunk shapes, are [`HeadBackwardState`]'s).
 struct Chunk {
     rows: usize,
-    /// The logits, kept by [`head_forward_backward`].
-    logits: Tensor<bf16>,
     /// The saving forward's partials, per forward variant.
     lse_partials: [LsePartials; 3],
     sum_partials: [RowPartials; 3],
-    dlogits: Tensor<bf16>,
     /// `Σ dlogits ⊙ logits` partials of the `linear_cross_entropy_backward`
     /// and `cross_entropy_grad` programs, per gradient variant: one per producing program.
     s_partials: [RowPartials; 3],
@@ -379,23 +377,18 @@ struct Chunk {
     s: Tensor<f32>,
     /// The chunk's `dγ` partials, summed into the gradient after each chunk.
     dgamma_partials: ColPartials,
-    xg: Tensor<bf16>,
 }
 
 impl Chunk {
-    fn new<W: Storage>(stream: &Stream, h: &HeadWeights<W>, rows: usize) -> Result<Chunk, Error> {
-        let v = h.vocab();
+    fn new(stream: &Stream, rows: usize) -> Result<Chunk, Error> {
         Ok(Chunk {
             rows,
-            logits: Tensor::zeros(stream, &[rows, v])?,
             lse_partials: Default::default(),
             sum_partials: Default::default(),
-            dlogits: Tensor::zeros(stream, &[rows, v])?,
             s_partials: Default::default(),
             grad_s_partials: Default::default(),
             s: Tensor::zeros(stream, &[rows])?,
             dgamma_partials: ColPartials::new(),
-            xg: Tensor::zeros(stream, &[rows, h.hidden()])?,
         })
     }
 
@@ -412,17 +405,24 @@ impl Chunk {
         let partials = self.lse_partials.iter().map(|p| allocated(p.tensor())).sum::<usize>()
             + rows.map(|p| allocated(p.tensor())).sum::<usize>()
             + allocated(self.dgamma_partials.tensor());
-        2 * (self.logits.len() + self.dlogits.len() + self.xg.len()) + 4 * (partials + self.s.len())
+        4 * (partials + self.s.len())
     }
 }
 
-/// The backward's buffers: per-row loss weights and the buffers of one
-/// chunk (and of the shorter last chunk, if any). Its sizes are private: the
-/// chunk buffers are allocated for them.
-pub struct HeadBackwardState {
+/// The backward's buffers: per-row loss weights, the chunk-sized buffers
+/// (`S`: allocated here, or borrowed from a framework's allocator, as
+/// [`HeadBackwardState::from_parts`] takes them) and the small buffers of one
+/// chunk (and of the shorter last chunk, if any, which uses the first rows of
+/// the chunk-sized ones). Its sizes are private: the buffers are sized for them.
+pub struct HeadBackwardState<S: Storage = Owned> {
     tokens: usize,
     chunk_rows: usize,
     row_weights: Tensor<f32>,
+    /// A chunk's logits, kept by [`head_forward_backward`].
+    logits: S::Bf16,
+    dlogits: S::Bf16,
+    /// A chunk's `x̂ ⊙ γ`, the weight gradient's right operand.
+    xg: S::Bf16,
     full: Chunk,
     last: Option<Chunk>,
     blas: Arc<Cublas>,
@@ -430,9 +430,9 @@ pub struct HeadBackwardState {
 
 impl HeadBackwardState {
     /// Buffers for `tokens` rows in chunks of `chunk_rows` (a multiple of 256):
-    /// two `chunk_rows × V` bf16 buffers (logits and their gradient) per chunk
-    /// shape. `tokens` outside `1..=2^31 − 1`, or `chunk_rows` not a positive
-    /// multiple of 256, is [`Error::Arg`], before anything is allocated.
+    /// two `chunk_rows × V` bf16 buffers (logits and their gradient) and one
+    /// `chunk_rows × d`. `tokens` outside `1..=2^31 − 1`, or `chunk_rows` not a
+    /// positive multiple of 256, is [`Error::Arg`], before anything is allocated.
     pub fn new<W: Storage>(stream: &Stream, h: &HeadWeights<W>, tokens: usize, chunk_rows: usize) -> Result<HeadBackwardState, Error> {
         let chunk_rows = chunk_rows_for(tokens, chunk_rows)?;
         HeadBackwardState::with_blas(stream, h, tokens, chunk_rows, Arc::new(Cublas::new(stream)?))
@@ -447,15 +447,60 @@ impl HeadBackwardState {
         chunk_rows: usize,
         blas: Arc<Cublas>,
     ) -> Result<HeadBackwardState, Error> {
+        let rows = HeadBackwardState::buffer_rows(tokens, chunk_rows)?;
+        let (v, d) = (h.vocab(), h.hidden());
+        // Poisoned (NaN): every launch writes these before it reads them,
+        // and a kernel that read one first would show in its results.
+        let buffer = |cols| -> Result<Tensor<bf16>, Error> {
+            let mut t = Tensor::zeros(stream, &[rows, cols])?;
+            t.poison()?;
+            Ok(t)
+        };
+        HeadBackwardState::from_parts(stream, h, tokens, chunk_rows, blas, buffer(v)?, buffer(v)?, buffer(d)?)
+    }
+
+    /// The rows of the chunk-sized buffers for `tokens` rows in chunks of
+    /// `chunk_rows` (what [`HeadBackwardState::from_parts`] takes), or
+    /// [`Error::Arg`] where [`HeadBackwardState::new`] refuses the two.
+    pub fn buffer_rows(tokens: usize, chunk_rows: usize) -> Result<usize, Error> {
+        Ok(chunk_rows_for(tokens, chunk_rows)?.min(tokens))
+    }
+}
+
+impl<S: Storage> HeadBackwardState<S> {
+    /// As [`HeadBackwardState::with_blas`], with the chunk-sized buffers
+    /// allocated elsewhere (e.g. by PyTorch's caching allocator, so that its
+    /// accounting holds them and it reuses their memory after the call):
+    /// `logits` and `dlogits` `[rows, V]`, `xg` `[rows, d]` bf16, where `rows`
+    /// is `min(chunk_rows, tokens)`; their contents are overwritten before they
+    /// are read. A shape that differs is [`Error::Arg`] naming the buffer.
+    #[allow(clippy::too_many_arguments)]
+    pub fn from_parts<W: Storage>(
+        stream: &Stream,
+        h: &HeadWeights<W>,
+        tokens: usize,
+        chunk_rows: usize,
+        blas: Arc<Cublas>,
+        logits: S::Bf16,
+        dlogits: S::Bf16,
+        xg: S::Bf16,
+    ) -> Result<HeadBackwardState<S>, Error> {
+        let rows = HeadBackwardState::buffer_rows(tokens, chunk_rows)?;
         let chunk_rows = chunk_rows_for(tokens, chunk_rows)?;
+        shaped("logits", &logits, &[rows, h.vocab()])?;
+        shaped("dlogits", &dlogits, &[rows, h.vocab()])?;
+        shaped("xg", &xg, &[rows, h.hidden()])?;
         super::ship_tuning()?;
         let rest = tokens % chunk_rows;
         Ok(HeadBackwardState {
             tokens,
             chunk_rows,
             row_weights: Tensor::zeros(stream, &[tokens])?,
-            full: Chunk::new(stream, h, chunk_rows.min(tokens))?,
-            last: if rest > 0 && tokens > chunk_rows { Some(Chunk::new(stream, h, rest)?) } else { None },
+            logits,
+            dlogits,
+            xg,
+            full: Chunk::new(stream, rows)?,
+            last: if rest > 0 && tokens > chunk_rows { Some(Chunk::new(stream, rest)?) } else { None },
             blas,
         })
     }
@@ -473,7 +518,7 @@ impl HeadBackwardState {
         self.tokens.div_ceil(self.chunk_rows)
     }
 
-    fn chunk_ranges(&self) -> impl Iterator<Item = Range<usize>> + use<> {
+    fn chunk_ranges(&self) -> impl Iterator<Item = Range<usize>> + use<S> {
         let (m, step) = (self.tokens, self.chunk_rows);
         (0..m).step_by(step).map(move |r0| r0..(r0 + step).min(m))
     }
@@ -481,7 +526,9 @@ impl HeadBackwardState {
     /// Device bytes of the chunk buffers: what the backward holds beyond its
     /// inputs and outputs, `O(chunk_rows · V)`.
     pub fn chunk_bytes(&self) -> usize {
-        self.full.bytes() + self.last.as_ref().map_or(0, Chunk::bytes)
+        let elems = |t: &S::Bf16| t.dims().iter().product::<usize>();
+        let chunk_sized = 2 * (elems(&self.logits) + elems(&self.dlogits) + elems(&self.xg));
+        chunk_sized + self.full.bytes() + self.last.as_ref().map_or(0, Chunk::bytes)
     }
 }
 
@@ -499,13 +546,13 @@ fn chunk_rows_for(tokens: usize, chunk_rows: usize) -> Result<usize, Error> {
 
 /// The tail backward for the mean loss: `x` and `targets` as given to
 /// [`head_forward`], `fwd` its state.
-pub fn head_backward<W: Storage, F: Storage, G: Storage>(
+pub fn head_backward<W: Storage, F: Storage, B: Storage, G: Storage>(
     stream: &Stream,
     h: &HeadWeights<W>,
     x: &impl RowSlices<bf16>,
     targets: &impl RowSlices<i32>,
     fwd: &HeadState<F>,
-    bs: &mut HeadBackwardState,
+    bs: &mut HeadBackwardState<B>,
     g: &mut HeadGrads<G>,
 ) -> Result<(), Error> {
     let loss = h.loss.scalars(h.vocab())?;
@@ -520,16 +567,18 @@ pub fn head_backward<W: Storage, F: Storage, G: Storage>(
         let (a, b, r) = (&fwd.u.row_slice(rows.clone())?, &h.w, &fwd.r.row_slice(rows.clone())?);
         let (lse, target, w) = (&fwd.lse.row_slice(rows.clone())?, &targets.row_slice(rows.clone())?, &bs.row_weights.rows(rows.clone())?);
         let (LossScalars { z2, keep, spread, .. }, v) = (loss, loss.gradient());
-        let (dlogits, dot) = (&mut c.dlogits, &mut c.s_partials[v]);
-        match loss.cap {
-            Some((cap, inv_cap)) => ce_backward_softcap::launch(
-                stream,
-                ce_backward_softcap::Args { a, b, r, lse, target, w, dlogits, dot, cap, inv_cap, z2, keep, spread },
-            )?,
-            None if v == TERMS => {
-                ce_backward_terms::launch(stream, ce_backward_terms::Args { a, b, r, lse, target, w, dlogits, dot, z2, keep, spread })?
+        {
+            let (dlogits, dot) = (&mut bs.dlogits.row_slice_mut(0..rows.len())?, &mut c.s_partials[v]);
+            match loss.cap {
+                Some((cap, inv_cap)) => ce_backward_softcap::launch(
+                    stream,
+                    ce_backward_softcap::Args { a, b, r, lse, target, w, dlogits, dot, cap, inv_cap, z2, keep, spread },
+                )?,
+                None if v == TERMS => {
+                    ce_backward_terms::launch(stream, ce_backward_terms::Args { a, b, r, lse, target, w, dlogits, dot, z2, keep, spread })?
+                }
+                None => ce_backward::launch(stream, ce_backward::Args { a, b, r, lse, target, w, dlogits, dot })?,
             }
-            None => ce_backward::launch(stream, ce_backward::Args { a, b, r, lse, target, w, dlogits, dot })?,
         }
         aux::row_sums(stream, &c.s_partials[v], 1.0 / h.hidden() as f32, &mut c.s)?;
         input_and_weight_grads(stream, h, x, fwd, bs, rows, i == 0, g)?;
@@ -542,13 +591,13 @@ pub fn head_backward<W: Storage, F: Storage, G: Storage>(
 /// log-sum-exp partials, and the gradient comes from them (a map program),
 /// so each chunk runs the head GEMM once. Writes everything [`head_forward`]
 /// and [`head_backward`] do.
-pub fn head_forward_backward<W: Storage, F: Storage, G: Storage>(
+pub fn head_forward_backward<W: Storage, F: Storage, B: Storage, G: Storage>(
     stream: &Stream,
     h: &HeadWeights<W>,
     x: &impl RowSlices<bf16>,
     targets: &impl RowSlices<i32>,
     fs: &mut HeadState<F>,
-    bs: &mut HeadBackwardState,
+    bs: &mut HeadBackwardState<B>,
     g: &mut HeadGrads<G>,
 ) -> Result<(), Error> {
     let loss = h.loss.scalars(h.vocab())?;
@@ -565,7 +614,7 @@ pub fn head_forward_backward<W: Storage, F: Storage, G: Storage>(
         let (a, b, r) = (&fs.u.row_slice(rows.clone())?, &h.w, &fs.r.row_slice(rows.clone())?);
         let (fv, gv) = (loss.forward(), loss.gradient());
         {
-            let (logits, lse, sum) = (&mut c.logits, &mut c.lse_partials[fv], &mut c.sum_partials[fv]);
+            let (logits, lse, sum) = (&mut bs.logits.row_slice_mut(0..rows.len())?, &mut c.lse_partials[fv], &mut c.sum_partials[fv]);
             let target_logit = &mut fs.target_logit.row_slice_mut(rows.clone())?;
             match loss.cap {
                 Some((cap, inv_cap)) => ce_save_softcap::launch(
@@ -582,18 +631,20 @@ pub fn head_forward_backward<W: Storage, F: Storage, G: Storage>(
         if let Some(row_sum) = fs.row_sum.as_mut().filter(|_| loss.sums()) {
             aux::row_sums(stream, &c.sum_partials[fv], 1.0, &mut row_sum.rows_mut(rows.clone())?)?;
         }
-        let (logits, lse, w) = (&c.logits, &fs.lse.row_slice(rows.clone())?, &bs.row_weights.rows(rows.clone())?);
-        let LossScalars { z2, keep, spread, .. } = loss;
-        let (dlogits, dot) = (&mut c.dlogits, &mut c.grad_s_partials[gv]);
-        match loss.cap {
-            Some((cap, inv_cap)) => ce_grad_softcap::launch(
-                stream,
-                ce_grad_softcap::Args { logits, lse, target, w, dlogits, dot, cap, inv_cap, z2, keep, spread },
-            )?,
-            None if gv == TERMS => {
-                ce_grad_terms::launch(stream, ce_grad_terms::Args { logits, lse, target, w, dlogits, dot, z2, keep, spread })?
+        {
+            let (logits, lse, w) = (&bs.logits.row_slice(0..rows.len())?, &fs.lse.row_slice(rows.clone())?, &bs.row_weights.rows(rows.clone())?);
+            let LossScalars { z2, keep, spread, .. } = loss;
+            let (dlogits, dot) = (&mut bs.dlogits.row_slice_mut(0..rows.len())?, &mut c.grad_s_partials[gv]);
+            match loss.cap {
+                Some((cap, inv_cap)) => ce_grad_softcap::launch(
+                    stream,
+                    ce_grad_softcap::Args { logits, lse, target, w, dlogits, dot, cap, inv_cap, z2, keep, spread },
+                )?,
+                None if gv == TERMS => {
+                    ce_grad_terms::launch(stream, ce_grad_terms::Args { logits, lse, target, w, dlogits, dot, z2, keep, spread })?
+                }
+                None => ce_grad::launch(stream, ce_grad::Args { logits, lse, target, w, dlogits, dot })?,
             }
-            None => ce_grad::launch(stream, ce_grad::Args { logits, lse, target, w, dlogits, dot })?,
         }
         aux::row_sums(stream, &c.grad_s_partials[gv], 1.0 / h.hidden() as f32, &mut c.s)?;
         input_and_weight_grads(stream, h, x, fs, bs, rows, i == 0, g)?;
@@ -605,22 +656,25 @@ pub fn head_forward_backward<W: Storage, F: Storage, G: Storage>(
 /// With a chunk's `dlogits` and `s` written: `dx` and the `dγ` partials of its rows (the norm's backward in the epilogue of
 /// `dlogits · W`), summed into `dγ`, and `dW (+)= dlogitsᵀ · (x̂ ⊙ γ)`.
 #[allow(clippy::too_many_arguments)]
-fn input_and_weight_grads<W: Storage, F: Storage, G: Storage>(
+fn input_and_weight_grads<W: Storage, F: Storage, B: Storage, G: Storage>(
     stream: &Stream,
     h: &HeadWeights<W>,
     x: &impl RowSlices<bf16>,
     fs: &HeadState<F>,
-    bs: &mut HeadBackwardState,
+    bs: &mut HeadBackwardState<B>,
     rows: Range<usize>,
     first: bool,
     g: &mut HeadGrads<G>,
 ) -> Result<(), Error> {
-    let HeadBackwardState { blas, full, last, .. } = bs;
+    let HeadBackwardState { blas, full, last, dlogits, xg, .. } = bs;
     let c = Chunk::pick(full, last, rows.len());
+    // A short last chunk uses the chunk-sized buffers' first rows.
+    let n = rows.len();
+    let dlogits = &dlogits.row_slice(0..n)?;
     norm_backward::launch(
         stream,
         norm_backward::Args {
-            a: &c.dlogits,
+            a: dlogits,
             b: &h.w,
             h: &x.row_slice(rows.clone())?,
             r: &fs.r.row_slice(rows.clone())?,
@@ -628,7 +682,7 @@ fn input_and_weight_grads<W: Storage, F: Storage, G: Storage>(
             gamma: &h.gamma,
             dx: &mut g.dx.row_slice_mut(rows)?,
             dgamma: &mut c.dgamma_partials,
-            xg: &mut c.xg,
+            xg: &mut xg.row_slice_mut(0..n)?,
         },
     )?;
     if first {
@@ -636,7 +690,7 @@ fn input_and_weight_grads<W: Storage, F: Storage, G: Storage>(
     } else {
         aux::col_sums_add(stream, &c.dgamma_partials, &mut g.dgamma)?;
     }
-    blas.weight_grad(stream, &c.dlogits, &c.xg, &mut g.dw, !first)
+    blas.weight_grad(stream, dlogits, &xg.row_slice(0..n)?, &mut g.dw, !first)
 }
 
 #[cfg(test)]

@@ -11,11 +11,22 @@ use crate::{cublas, current_stream, raw, to_py};
 
 const STATE: [&str; 6] = ["u", "r", "lse", "target_logit", "loss", "mean"];
 const GRADS: [&str; 3] = ["dx", "dgamma", "dw"];
+const CHUNK: [&str; 3] = ["logits", "dlogits", "xg"];
+
+/// The rows of the chunk buffers `head_forward_backward` takes for `tokens`
+/// rows in chunks of `chunk_rows`, or `ArgumentError` naming `chunk_rows`
+/// (a positive multiple of 256) or `tokens`.
+#[pyfunction]
+pub fn head_buffer_rows(py: Python<'_>, tokens: usize, chunk_rows: usize) -> PyResult<usize> {
+    HeadBackwardState::buffer_rows(tokens, chunk_rows).map_err(|e| to_py(py, e))
+}
 
 /// The tail's forward and backward on PyTorch's current stream of `device`:
 /// `state` (written) in [`STATE`]'s order, `grads` (written) in [`GRADS`]';
 /// `loss` is `(softcap, z_loss, label_smoothing)` with softcap 0 for none;
-/// chunk buffers of `chunk_rows × V` are allocated on the stream per call.
+/// `chunk` (overwritten) in [`CHUNK`]'s order, `[rows, V]`, `[rows, V]` and
+/// `[rows, d]` bf16 with `head_buffer_rows`' rows, so that PyTorch's
+/// allocator holds the chunk-sized buffers and reuses them after the call.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 pub fn head_forward_backward(
@@ -30,12 +41,14 @@ pub fn head_forward_backward(
     targets: Bound<'_, PyAny>,
     state: Vec<Bound<'_, PyAny>>,
     grads: Vec<Bound<'_, PyAny>>,
+    chunk: Vec<Bound<'_, PyAny>>,
 ) -> PyResult<()> {
     let on = current_stream(py, device)?;
     let s = on.stream.clone();
     let inputs = import_all(py, "inputs", &["gamma", "w", "x", "targets"], &[gamma, w, x, targets], device, &on)?;
     let st = import_all(py, "state", &STATE, &state, device, &on)?;
     let gr = import_all(py, "grads", &GRADS, &grads, device, &on)?;
+    let ch = import_all(py, "chunk", &CHUNK, &chunk, device, &on)?;
     let run = || -> Result<(), Error> {
         let mut h = HeadWeights::<Borrowed>::from_parts(raw::<bf16>(&s, "gamma", &inputs[0])?, raw::<bf16>(&s, "w", &inputs[1])?, eps)?;
         let (cap, z_loss, label_smoothing) = loss;
@@ -46,7 +59,8 @@ pub fn head_forward_backward(
         let mut fs = HeadState::<Borrowed>::from_parts(&h, raw::<bf16>(&s, "u", &st[0])?, f(1)?, f(2)?, f(3)?, f(4)?, f(5)?)?;
         let f = |i: usize| raw::<f32>(&s, GRADS[i], &gr[i]);
         let mut g = HeadGrads::<Borrowed>::from_parts(&h, raw::<bf16>(&s, "dx", &gr[0])?, f(1)?, f(2)?)?;
-        let mut bs = HeadBackwardState::with_blas(&s, &h, fs.tokens, chunk_rows, cublas(&s)?)?;
+        let b = |i: usize| raw::<bf16>(&s, CHUNK[i], &ch[i]);
+        let mut bs = HeadBackwardState::<Borrowed>::from_parts(&s, &h, fs.tokens, chunk_rows, cublas(&s)?, b(0)?, b(1)?, b(2)?)?;
         coda_llama::head_forward_backward(&s, &h, &x, &targets, &mut fs, &mut bs, &mut g)
     };
     run().map_err(|e| to_py(py, e))

@@ -173,6 +173,15 @@ fn bad_inputs_are_errors(stream: &Stream) -> Result<(bool, String), Error> {
     expect("HeadBackwardState with 0 tokens", "tokens", HeadBackwardState::new(stream, &head, 0, 256).map(|_| ()));
     expect("HeadBackwardState with usize::MAX tokens", "tokens", HeadBackwardState::new(stream, &head, usize::MAX, 256).map(|_| ()));
     expect("HeadBackwardState with chunks of 100 rows", "chunk_rows", HeadBackwardState::new(stream, &head, 1000, 100).map(|_| ()));
+    // Chunk buffers given from elsewhere: 1000 tokens in chunks of 256 take [256, V], [256, V], [256, d].
+    let blas = std::sync::Arc::new(coda_llama::blas::Cublas::new(stream)?);
+    let part = |rows: usize, cols: usize| Tensor::<bf16>::zeros(stream, &[rows, cols]);
+    let given = |logits, dlogits, xg| {
+        HeadBackwardState::<coda_llama::Owned>::from_parts(stream, &head, 1000, 256, blas.clone(), logits, dlogits, xg).map(|_| ())
+    };
+    expect("HeadBackwardState::from_parts, logits of 255 rows", "logits", given(part(255, 4096)?, part(256, 4096)?, part(256, 256)?));
+    expect("HeadBackwardState::from_parts, dlogits of 4095 columns", "dlogits", given(part(256, 4096)?, part(256, 4095)?, part(256, 256)?));
+    expect("HeadBackwardState::from_parts, xg of V columns", "xg", given(part(256, 4096)?, part(256, 4096)?, part(256, 4096)?));
     // QK-norm's parts: weights, state and gradients given together, and its aux launches' rules.
     let qk = block::config_qk_norm(256, 512);
     let mut rng = Rng::new(9);

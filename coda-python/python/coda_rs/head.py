@@ -18,8 +18,10 @@ differentiable themselves).
 ``x`` ``[M, d]`` bf16, ``targets`` ``[M]`` (any integer dtype, converted
 to int32), ``gamma`` ``[d]`` and ``w`` ``[V, d]`` bf16 (a ``Linear``
 weight), V and d multiples of 8; contiguous CUDA tensors of one device. The
-chunk buffers (two ``chunk_rows × V`` bf16 tensors and small ones) are
-allocated on the current stream for each call, outside PyTorch's allocator.
+chunk buffers (two ``chunk_rows × V`` bf16 tensors and a ``chunk_rows × d``
+one) come from PyTorch's allocator for each call, so its memory statistics
+count them and it reuses their memory after the op; small per-chunk buffers
+(partials, row statistics) are allocated on the current stream outside it.
 
 Needs PyTorch.
 """
@@ -50,10 +52,12 @@ def _head(
     if gamma.dim() != 1:
         raise argument_error("gamma", f"shape {tuple(gamma.shape)} must be [d]")
     e = lambda *shape, dtype=torch.float32: torch.empty(shape, dtype=dtype, device=x.device)  # noqa: E731
-    state = [e(m, d, dtype=torch.bfloat16), e(m), e(m), e(m), e(m), e(1)]
-    grads = [e(m, d, dtype=torch.bfloat16), e(d), e(v, d)]
     if targets.dtype.is_floating_point:
         raise argument_error("targets", f"has dtype {targets.dtype}; class ids are integers")
+    rows = _coda.head_buffer_rows(m, chunk_rows)
+    state = [e(m, d, dtype=torch.bfloat16), e(m), e(m), e(m), e(m), e(1)]
+    grads = [e(m, d, dtype=torch.bfloat16), e(d), e(v, d)]
+    chunk = [e(rows, v, dtype=torch.bfloat16), e(rows, v, dtype=torch.bfloat16), e(rows, d, dtype=torch.bfloat16)]
     with torch.cuda.device(device):
         _coda.head_forward_backward(
             device,
@@ -66,6 +70,7 @@ def _head(
             targets.detach().to(torch.int32),
             state,
             grads,
+            chunk,
         )
     return (state[5],) + tuple(grads)
 
@@ -103,7 +108,10 @@ def _scaled(
     w_dtype: torch.dtype,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     g = dmean.reshape(())
-    return (g * dx).to(x_dtype), (g * dgamma).to(gamma_dtype), (g * dw).to(w_dtype)
+    # One pass each, computed in f32 and rounded once into the parameter's
+    # dtype (no f32 temporary of dw's [V, d] beside it).
+    scaled = lambda t, dtype: torch.mul(t, g, out=torch.empty(t.shape, dtype=dtype, device=t.device))  # noqa: E731
+    return scaled(dx, x_dtype), scaled(dgamma, gamma_dtype), scaled(dw, w_dtype)
 
 
 @_scaled.register_fake
