@@ -159,17 +159,17 @@ struct SinCos {
 // x·2/π soon rounds to the wrong k and r leaves the polynomials' interval, so
 // those arguments (and ±∞) take libdevice's sincosf, a full Payne–Hanek
 // reduction, through one non-inlined function: its code is not repeated per
-// element, and the branch is not taken at ordinary angles. sin and cos of one
-// angle share all of it once inlined.
+// element, and the branch is not taken at ordinary angles. The reduction and
+// polynomials come first, unconditionally, and the far branch after them, so
+// that sin and cos of one angle (two calls, e.g. from two epilogue nodes)
+// share them: with the branch first, each call's arithmetic sat in its own
+// branch and nvcc computed it twice (bench/NOTES.md, session 26).
 __device__ __noinline__ SinCos sin_cos_far(float x) {
   SinCos v;
   ::sincosf(x, &v.sin, &v.cos);
   return v;
 }
 __device__ __forceinline__ SinCos sin_cos(float x) {
-  if (fabsf(x) > 524288.0f) {
-    return sin_cos_far(x);
-  }
   float k = rintf(x * 0.636619747f);
   float r = fmaf(-k, 1.57079637f, x);
   r = fmaf(-k, -4.37113883e-8f, r);
@@ -182,6 +182,9 @@ __device__ __forceinline__ SinCos sin_cos(float x) {
   if (q & 2) {
     v.sin = -v.sin;
     v.cos = -v.cos;
+  }
+  if (fabsf(x) > 524288.0f) {
+    v = sin_cos_far(x);
   }
   return v;
 }
