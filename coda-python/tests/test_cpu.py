@@ -56,6 +56,23 @@ class BlockConfigs(unittest.TestCase):
             self.assertEqual(e.exception.argument, field, str(e.exception))
 
 
+class HeadChunks(unittest.TestCase):
+    """The rows of the LM-head op's chunk buffers, which it allocates with
+    PyTorch, and their rules, natively (``coda_rs.head`` needs PyTorch)."""
+
+    def test_rows_of_the_chunk_buffers(self):
+        rows = coda_rs._coda.head_buffer_rows
+        self.assertEqual(rows(1000, 256), 256)
+        self.assertEqual(rows(8192, 4096), 4096)
+        self.assertEqual(rows(700, 4096), 700)  # fewer tokens than a chunk: one chunk of them all
+
+    def test_bad_chunks_name_the_argument(self):
+        for argument, tokens, chunk_rows in [("chunk_rows", 1000, 100), ("chunk_rows", 1000, 0), ("tokens", 0, 256), ("tokens", 2**31, 256)]:
+            with self.assertRaises(coda_rs.ArgumentError) as e:
+                coda_rs._coda.head_buffer_rows(tokens, chunk_rows)
+            self.assertEqual(e.exception.argument, argument, str(e.exception))
+
+
 class Refusals(unittest.TestCase):
     """Each bad call raises ArgumentError naming the argument; none needs a GPU."""
 
