@@ -8,7 +8,9 @@ run); the spread is what a second seed of the reference gives. Every other
 run is compared with the reference step by step (max |Δloss| over the run,
 and over its last half). A run under torchrun (``fsdp2``) is also compared
 with the same model's one-GPU eager run: its max |Δloss|, and its scaling
-efficiency, tokens/s / (ranks × one-GPU tokens/s).
+efficiency, tokens/s / (ranks × one-GPU tokens/s). With --pairs, every
+pair of runs' max |Δloss| (over the run, and its last half) and each run's
+largest single-step spike, for several seeds of each model.
 """
 
 import argparse
@@ -19,10 +21,32 @@ def delta(a, b, start=0):
     return max(abs(x - y) for x, y in zip(a[start:], b[start:]))
 
 
+def spike(losses, start=40, k=3):
+    """The largest loss above the median of its k neighbours on each side,
+    after ``start`` (the warm-up's steep drop): (height, step)."""
+    import statistics
+
+    return max((losses[i] - statistics.median(losses[i - k:i] + losses[i + 1:i + k + 1]), i) for i in range(start, len(losses) - k))
+
+
+def pairs(runs):
+    name = lambda r: f"{r['model']} {r['compile']} {r['seed']}"  # noqa: E731
+    half = len(runs[0]["losses"]) // 2
+    print("\nlargest single-step spike (above the median of its 3 neighbours each side, after step 40):")
+    for r in runs:
+        h, i = spike(r["losses"])
+        print(f"  {name(r):24} {h:6.2f} at step {i}")
+    print("max |Δloss| between runs (whole run / last half):")
+    for i, r in enumerate(runs):
+        for o in runs[i + 1:]:
+            print(f"  {name(r):24} {name(o):24} {delta(r['losses'], o['losses']):7.3f} {delta(r['losses'], o['losses'], half):7.3f}")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("results", nargs="+")
     p.add_argument("--plot", help="write the loss curves here (needs matplotlib)")
+    p.add_argument("--pairs", action="store_true", help="also every pair's max |Δloss| and each run's largest spike")
     a = p.parse_args()
     runs = []
     for path in a.results:
@@ -55,6 +79,8 @@ def main():
             eff = r["tokens_per_s"] / (r["ranks"] * one["tokens_per_s"])
             print(f"{r['model']} fsdp2×{r['ranks']} against its one-GPU eager run: max|Δloss| {delta(r['losses'], one['losses']):.4f}, "
                   f"scaling efficiency {eff:.3f}")
+    if a.pairs:
+        pairs(runs)
     if a.plot:
         import matplotlib
 

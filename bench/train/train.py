@@ -94,6 +94,7 @@ def main():
     p.add_argument("--vocab", type=int, default=32000)
     p.add_argument("--lr", type=float, default=3e-4)
     p.add_argument("--out", required=True)
+    p.add_argument("--save", help="after the run, save the weights here (torch.save of the standard Llama state dict; bench/train/grad_check.py reads it)")
     p.add_argument("--profile", help="after the run, profile 3 more steps and write the kernels' table here")
     p.add_argument("--trace", help="after the run, trace 3 more steps (host and GPU) into this Chrome trace (.json.gz); bench/train/gaps.py reads it")
     a = p.parse_args()
@@ -102,8 +103,8 @@ def main():
         p.error(f"--steps {a.steps} must exceed --warmup {a.warmup} (the timed steps come after it)")
     world = int(os.environ.get("WORLD_SIZE", "0"))
     if world:
-        if a.compile != "none" or a.profile or a.trace or a.batch % world:
-            p.error(f"under torchrun: --compile none, no --profile or --trace, and a --batch divisible by the {world} ranks")
+        if a.compile != "none" or a.profile or a.trace or a.save or a.batch % world:
+            p.error(f"under torchrun: --compile none, no --profile, --trace or --save, and a --batch divisible by the {world} ranks")
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
         torch.distributed.init_process_group("nccl")
     rank = torch.distributed.get_rank() if world else 0
@@ -197,6 +198,8 @@ def main():
             return
     with open(a.out, "w") as f:
         json.dump(out, f)
+    if a.save:
+        torch.save(model.hf_state_dict() if a.model == "coda" else model.state_dict(), a.save)
     if a.profile:
         from torch.profiler import ProfilerActivity, profile
 

@@ -24,6 +24,11 @@ class Interface(unittest.TestCase):
         )
         self.assertEqual(info["configs"][0], "pp_128x128_c1x2")
 
+    def test_built_optimised(self):
+        # An unoptimised build runs the host code (launch checks, layout
+        # converters) tens of times slower: maturin build --release.
+        self.assertTrue(coda_rs._coda.OPTIMIZED, "the wheel was built without --release")
+
     def test_unknown_program(self):
         with self.assertRaises(coda_rs.ArgumentError) as e:
             coda_rs.program_info("no_such_program")

@@ -1,6 +1,8 @@
 //! The Python package as CI can check it without a GPU: build the abi3
 //! wheel with maturin (pinned in `coda-python/test-requirements.txt`, into a
-//! scratch directory; unoptimised, in a target directory of its own: a
+//! scratch directory; optimised, as users build it and as the GPU machine
+//! runs it: maturin's default is cargo's dev profile, whose host code ran the
+//! layout converters ~100× slower; in a target directory of its own: a
 //! build in the test build's own would replace crates that its later doc
 //! tests link against; kernels come from the shared object cache), install
 //! it there, and run its CPU tests
@@ -32,7 +34,7 @@ fn the_wheel_builds_installs_and_passes_its_cpu_tests() {
     let started = Instant::now();
     run(Command::new(tools.join("bin/maturin"))
         .current_dir(root.join("coda-python"))
-        .args(["build", "--interpreter"])
+        .args(["build", "--release", "--interpreter"])
         .arg(&python)
         .arg("--out")
         .arg(&dist)
