@@ -11,7 +11,9 @@ with clipping, the same step for every variant; ``--compile`` wraps the
 model's forward (and so its backward) in ``torch.compile``. Step times are
 CUDA events around whole steps (forward, backward, optimizer), the median
 of the steps after ``--warmup``; peak memory is PyTorch's allocator peak
-plus the peak of the CUDA memory pool CODA allocates from.
+plus the peak of the CUDA memory pool CODA allocates from. The models
+``plain-coda-tail`` and ``coda-plain-tail`` are one model with the other's
+LM-head tail (``tail``), to tell which part of a difference is whose.
 
 Under ``torchrun`` (``WORLD_SIZE`` set) the same model trains with
 PyTorch's FSDP2 (``fully_shard`` per layer or block, then the root) over
@@ -24,6 +26,7 @@ of every batch; the loss is the mean over ranks, rank 0 writes the JSON.
 """
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -34,7 +37,8 @@ import time
 import torch
 
 import coda_rs
-from coda_rs.model import CodaLlama, LlamaConfig, PlainLlama
+from coda_rs.head import head_loss
+from coda_rs.model import CodaLlama, LlamaConfig, PlainLlama, plain_tail
 
 
 def corpus(steps, batch, seq, vocab, seed, device, active=4096):
@@ -77,7 +81,8 @@ def kernel_table(prof, steps):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", choices=["plain", "coda"], required=True)
+    p.add_argument("--model", choices=["plain", "coda", "plain-coda-tail", "coda-plain-tail"], required=True,
+                   help="plain or coda, or one with the other's LM-head tail (which part of a difference is whose)")
     p.add_argument("--compile", choices=["none", "default", "max-autotune"], default="none")
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--warmup", type=int, default=10, help="steps left out of the step time (compilation, autotuning)")
@@ -114,8 +119,10 @@ def main():
     # Every rank draws the same weights (same seed, same GPU model): FSDP2 shards them as they are.
     torch.manual_seed(a.seed)
     model = PlainLlama(c, device=dev)
-    if a.model == "coda":
+    if a.model.startswith("coda"):
         model = CodaLlama.from_state_dict(c, model.state_dict(), device=dev)
+    if a.model.endswith("-tail"):
+        model.tail = plain_tail if a.model == "coda-plain-tail" else functools.partial(head_loss, chunk_rows=4096)
     if world:
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
@@ -199,7 +206,7 @@ def main():
     with open(a.out, "w") as f:
         json.dump(out, f)
     if a.save:
-        torch.save(model.hf_state_dict() if a.model == "coda" else model.state_dict(), a.save)
+        torch.save(model.hf_state_dict() if isinstance(model, CodaLlama) else model.state_dict(), a.save)
     if a.profile:
         from torch.profiler import ProfilerActivity, profile
 

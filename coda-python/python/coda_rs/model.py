@@ -18,6 +18,7 @@ RoPE angles in f32.
 Needs PyTorch.
 """
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -29,7 +30,7 @@ from .block import Block, BlockConfig, rope_freq
 from .head import head_loss
 from .llama import coda_state_dict, hf_state_dict
 
-__all__ = ["CodaLlama", "LlamaConfig", "PlainLlama"]
+__all__ = ["CodaLlama", "LlamaConfig", "PlainLlama", "plain_tail"]
 
 _BF16 = torch.bfloat16
 
@@ -87,6 +88,16 @@ def attention(q, k, v, batch, c, rope=None):
     return o.transpose(1, 2).reshape(m, c.heads * hd)
 
 
+def plain_tail(x, targets, gamma, w, eps):
+    """The LM-head tail in PyTorch ops (``PlainLlama``'s ``tail``): final
+    RMSNorm, LM head, the logits in f32, mean cross-entropy over ``targets``
+    (-100 ignored). ``CodaLlama``'s is ``coda_rs.head.head_loss``; either
+    model takes the other's (``model.tail = …``) for comparisons."""
+    logits = F.linear(rms_norm(x, gamma, eps), w)
+    logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
+    return F.cross_entropy(logits, targets, ignore_index=-100)
+
+
 def positions(batch, seq, device):
     """Each token's position in its sequence, ``[batch·seq]`` f32."""
     return torch.arange(seq, device=device, dtype=torch.float32).repeat(batch)
@@ -126,7 +137,8 @@ class _PlainLayer(torch.nn.Module):
 class PlainLlama(torch.nn.Module):
     """The reference decoder in plain PyTorch, Hugging Face parameter names,
     weights from N(0, 0.02²) (o_proj and down_proj scaled by 1/√(2L)), norms 1.
-    ``forward(tokens, targets)`` → the mean cross-entropy (targets of -100 ignored)."""
+    ``forward(tokens, targets)`` → the mean cross-entropy (targets of -100
+    ignored) through ``tail`` (``plain_tail``)."""
 
     def __init__(self, config, device=None):
         super().__init__()
@@ -139,6 +151,7 @@ class PlainLlama(torch.nn.Module):
         hd = c.head_dim
         inv = c.rope_theta ** (-torch.arange(0, hd, 2, dtype=torch.float64, device=device) / hd)
         self.register_buffer("inv_freq", inv.float(), persistent=False)  # as the blocks' rope_freq
+        self.tail = plain_tail
         self.reset_parameters()
 
     def reset_parameters(self, std=0.02):
@@ -169,9 +182,7 @@ class PlainLlama(torch.nn.Module):
         rope = self._rope(positions(b, s, tokens.device))
         for layer in self.model.layers:
             x = layer(x, b, rope)
-        logits = self.lm_head(rms_norm(x, self.model.norm.weight, c.eps))
-        logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
-        return F.cross_entropy(logits, targets.reshape(-1), ignore_index=-100)
+        return self.tail(x, targets.reshape(-1), self.model.norm.weight, self.lm_head.weight, c.eps)
 
 
 def _param(*shape, device):
@@ -182,13 +193,14 @@ class CodaLlama(torch.nn.Module):
     """The decoder with its non-attention work through CODA (see the module
     docs); build it with ``from_state_dict`` (made directly, only its blocks
     are initialised; the rest is ``torch.empty`` until loaded). ``forward(tokens, targets)`` →
-    the mean cross-entropy; ``chunk_rows`` rows of logits at a time."""
+    the mean cross-entropy through ``tail`` (``head_loss``, ``chunk_rows``
+    rows of logits at a time)."""
 
     def __init__(self, config, device=None, chunk_rows=4096):
         super().__init__()
         c = self.config = config
         d, f, aw, qw = c.hidden, c.ffn, c.heads * c.head_dim, (c.heads + 2 * c.kv_heads) * c.head_dim
-        self.chunk_rows = chunk_rows
+        self.tail = functools.partial(head_loss, chunk_rows=chunk_rows)
         self.embed = torch.nn.Embedding(c.vocab, d, device=device, dtype=_BF16)
         self.qkv0 = torch.nn.Module()
         self.qkv0.gamma, self.qkv0.w_qkv = _param(d, device=device), _param(qw, d, device=device)
@@ -239,4 +251,4 @@ class CodaLlama(torch.nn.Module):
         for blk in self.blocks:
             x, qkv = blk(attention(*split_qkv(qkv, c), b, c), x, pos)
         x = self._last(attention(*split_qkv(qkv, c), b, c), x)
-        return head_loss(x, targets.reshape(-1), self.head.gamma, self.head.w, c.eps, self.chunk_rows)
+        return self.tail(x, targets.reshape(-1), self.head.gamma, self.head.w, c.eps)
