@@ -4,8 +4,9 @@ plain bf16, against the plain model in f64, at the run's full shape.
     python bench/train/grad_check.py [--weights W.pt] [--step 50]
 
 The weights are the initial ones of ``--seed`` or a state dict that
-``train.py --save`` wrote (e.g. after the steps where the runs' losses
-spike); the batch is step ``--step`` of ``train.py``'s corpus. Attention
+``train.py --save`` wrote (``--save-step 47 --save W.pt``: the 300-step
+run's weights that step 48's batch meets, where the runs' losses spike);
+the batch is step ``--step`` of ``train.py``'s 300-step corpus. Attention
 is PyTorch's default backend in bf16 (as in training) and its math one in
 f64. Per weight: the relative error ‖g − g₆₄‖ / ‖g₆₄‖ of each model, and
 the project's criterion max|CODA − f64| ≤ 2·max|bf16 − f64| + 1e-6.

@@ -99,11 +99,14 @@ def main():
     p.add_argument("--vocab", type=int, default=32000)
     p.add_argument("--lr", type=float, default=3e-4)
     p.add_argument("--out", required=True)
-    p.add_argument("--save", help="after the run, save the weights here (torch.save of the standard Llama state dict; bench/train/grad_check.py reads it)")
+    p.add_argument("--save", help="save the weights here (torch.save of the standard Llama state dict; bench/train/grad_check.py reads it)")
+    p.add_argument("--save-step", type=int, help="with --save: the weights after this step (0-based) of the run, not after the last")
     p.add_argument("--profile", help="after the run, profile 3 more steps and write the kernels' table here")
     p.add_argument("--trace", help="after the run, trace 3 more steps (host and GPU) into this Chrome trace (.json.gz); bench/train/gaps.py reads it")
     a = p.parse_args()
 
+    if a.save_step is not None and not (a.save and 0 <= a.save_step < a.steps):
+        p.error(f"--save-step {a.save_step} needs --save and must be in 0..{a.steps - 1}")
     if a.steps <= a.warmup:
         p.error(f"--steps {a.steps} must exceed --warmup {a.warmup} (the timed steps come after it)")
     world = int(os.environ.get("WORLD_SIZE", "0"))
@@ -172,6 +175,10 @@ def main():
                 torch._foreach_copy_(params, master)
         return loss
 
+    def save():
+        """The weights as they are now (after the last step's update), under standard names."""
+        torch.save(model.hf_state_dict() if isinstance(model, CodaLlama) else model.state_dict(), a.save)
+
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     coda_rs.reset_pool_peak(dev.index or 0)
@@ -183,6 +190,8 @@ def main():
         losses.append(step(data[s]))
         end.record()
         events.append((start, end))
+        if s == a.save_step:
+            save()  # the weights step s + 1's batch meets (grad_check.py --step s + 1)
         if s == 0:
             torch.cuda.synchronize()
             first = time.perf_counter() - t0
@@ -205,8 +214,8 @@ def main():
             return
     with open(a.out, "w") as f:
         json.dump(out, f)
-    if a.save:
-        torch.save(model.hf_state_dict() if isinstance(model, CodaLlama) else model.state_dict(), a.save)
+    if a.save and a.save_step is None:
+        save()
     if a.profile:
         from torch.profiler import ProfilerActivity, profile
 
