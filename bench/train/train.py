@@ -26,7 +26,6 @@ of every batch; the loss is the mean over ranks, rank 0 writes the JSON.
 """
 
 import argparse
-import functools
 import json
 import math
 import os
@@ -125,7 +124,7 @@ def main():
     if a.model.startswith("coda"):
         model = CodaLlama.from_state_dict(c, model.state_dict(), device=dev)
     if a.model.endswith("-tail"):
-        model.tail = plain_tail if a.model == "coda-plain-tail" else functools.partial(head_loss, chunk_rows=4096)
+        model.tail = plain_tail if a.model == "coda-plain-tail" else head_loss
     if world:
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
@@ -190,11 +189,11 @@ def main():
         losses.append(step(data[s]))
         end.record()
         events.append((start, end))
-        if s == a.save_step:
-            save()  # the weights step s + 1's batch meets (grad_check.py --step s + 1)
         if s == 0:
             torch.cuda.synchronize()
             first = time.perf_counter() - t0
+        if s == a.save_step:
+            save()  # the weights step s + 1's batch meets (grad_check.py --step s + 1)
     torch.cuda.synchronize()
     wall = time.perf_counter() - t0
     ms = [s.elapsed_time(e) for s, e in events]
@@ -234,7 +233,7 @@ def main():
             torch.cuda.synchronize()
         prof.export_chrome_trace(a.trace)
     gib = (out["peak_torch_bytes"] + out["peak_pool_bytes"]) / 2**30
-    print(f"{a.model:5} {out['compile']:12} seed {a.seed}: loss {out['losses'][0]:.3f} → {out['losses'][-1]:.3f}, "
+    print(f"{a.model:15} {out['compile']:12} seed {a.seed}: loss {out['losses'][0]:.3f} → {out['losses'][-1]:.3f}, "
           f"{median:.1f} ms/step, {out['tokens_per_s']:.0f} tok/s, peak {gib:.2f} GiB, first step {first:.1f} s")
 
 

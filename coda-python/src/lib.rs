@@ -550,7 +550,8 @@ fn _coda(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ArgumentError", m.py().get_type::<ArgumentError>())?;
     m.add("CodaError", m.py().get_type::<CodaError>())?;
     // Whether the host code was built optimised (maturin's default profile
-    // is cargo's dev one); the wheel's tests require it.
+    // is cargo's dev one): debug assertions off, as in the release profile;
+    // the wheel's tests require it.
     m.add("OPTIMIZED", !cfg!(debug_assertions))?;
     m.add_function(wrap_pyfunction!(programs, m)?)?;
     m.add_function(wrap_pyfunction!(program_info, m)?)?;

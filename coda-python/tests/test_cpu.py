@@ -1,5 +1,5 @@
-"""What CI checks of the wheel without a GPU or PyTorch: it imports, lists
-its programs and their interfaces, and refuses bad arguments by name before
+"""What CI checks of the wheel without a GPU or PyTorch: it imports, was
+built optimised, lists its programs and their interfaces, and refuses bad arguments by name before
 anything needs a device (numpy arrays stand in for CPU tensors)."""
 
 import unittest
@@ -26,7 +26,7 @@ class Interface(unittest.TestCase):
 
     def test_built_optimised(self):
         # An unoptimised build runs the host code (launch checks, layout
-        # converters) tens of times slower: maturin build --release.
+        # converters) many times slower: maturin build --release.
         self.assertTrue(coda_rs._coda.OPTIMIZED, "the wheel was built without --release")
 
     def test_unknown_program(self):

@@ -2,12 +2,12 @@
 //! wheel with maturin (pinned in `coda-python/test-requirements.txt`, into a
 //! scratch directory; optimised, as users build it and as the GPU machine
 //! runs it: maturin's default is cargo's dev profile, whose host code ran the
-//! layout converters ~100× slower; in a target directory of its own: a
+//! layout converters ~13× slower; in a target directory of its own: a
 //! build in the test build's own would replace crates that its later doc
 //! tests link against; kernels come from the shared object cache), install
 //! it there, and run its CPU tests
-//! (`coda-python/tests/test_cpu.py`: import, interfaces, refusals by
-//! argument name). `test_gpu.py` runs on the GPU machine (README).
+//! (`coda-python/tests/test_cpu.py`: import, an optimised build, interfaces,
+//! refusals by argument name). `test_gpu.py` runs on the GPU machine (README).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
