@@ -9,7 +9,8 @@ norm and q/k/v in PyTorch, then for each layer boundary a CODA block
 layer i + 1's norm, q/k/v and RoPE), layer L − 1's o_proj and MLP in
 PyTorch, and the tail through ``coda_rs.head.head_loss`` (no ``M × V``
 logits). Each model's tail is its attribute ``tail`` (``plain_tail`` or
-``head_loss``), so either takes the other's for comparisons. Attention is ``F.scaled_dot_product_attention`` in both.
+``head_loss``), so either takes the other's for comparisons. Attention is
+``F.scaled_dot_product_attention`` in both.
 ``CodaLlama.from_state_dict`` takes a ``PlainLlama`` (or Hugging Face)
 state dict; ``hf_state_dict`` gives it back.
 
@@ -91,8 +92,8 @@ def attention(q, k, v, batch, c, rope=None):
 
 def plain_tail(x, targets, gamma, w, eps):
     """The LM-head tail in PyTorch ops (``PlainLlama``'s ``tail``): final
-    RMSNorm, LM head, the logits in f32 (or wider), mean cross-entropy over ``targets``
-    (-100 ignored). ``CodaLlama``'s is ``coda_rs.head.head_loss``; either
+    RMSNorm, LM head, the logits in f32 (or wider), mean cross-entropy over
+    ``targets`` (-100 ignored). ``CodaLlama``'s is ``coda_rs.head.head_loss``; either
     model takes the other's (``model.tail = …``) for comparisons."""
     logits = F.linear(rms_norm(x, gamma, eps), w)
     logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
