@@ -129,14 +129,16 @@ pub fn emit(program: &Program, package: &str, version: &str) -> String {
     let _ = writeln!(s, "using ElementC = {};", plan.element_c.map_or("void", cpp_elem));
     let _ = writeln!(s, "using ElementD = {};", plan.element_d.map_or("void", cpp_elem));
     let epi = if plan.element_d.is_some() { "ElementD" } else { cpp_elem(plan.element_epilogue) };
-    let epi_tile = match program.group_size() {
-        Some(g) => {
-            // One group per subtile, each thread's fragment its whole subtile (coda/group.hpp).
-            let t = coda_dsl::smem::Subtile::of(cfg, Some(g));
-            let _ = writeln!(s, "using EpilogueTile = Shape<_{}, _{}>;  // one group of columns per subtile", t.rows, t.cols);
-            ", EpilogueTile"
-        }
-        None => "",
+    let t = plan.subtile;
+    let epi_tile = if program.group_size().is_some() {
+        // One group per subtile, each thread's fragment its whole subtile (coda/group.hpp).
+        let _ = writeln!(s, "using EpilogueTile = Shape<_{}, _{}>;  // one group of columns per subtile", t.rows, t.cols);
+        ", EpilogueTile"
+    } else if t.cols == coda_dsl::smem::MAP_COLS {
+        let _ = writeln!(s, "using EpilogueTile = Shape<_{}, _{}>;  // a map program's wider subtile (coda_dsl::smem::MAP_COLS)", t.rows, t.cols);
+        ", EpilogueTile"
+    } else {
+        ""
     };
     let _ = writeln!(s);
 

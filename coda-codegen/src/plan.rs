@@ -83,6 +83,8 @@ pub struct Plan {
     pub d_tensor: Option<usize>,
     /// For each IR node: the EVT node holding its value, if it is materialized.
     pub value_node: Vec<Option<usize>>,
+    /// The epilogue subtile (`coda_dsl::smem::subtile`): a group's, a map's, or the builder's.
+    pub subtile: smem::Subtile,
 }
 
 pub fn plan(p: &Program) -> Plan {
@@ -124,10 +126,11 @@ pub fn plan(p: &Program) -> Plan {
         }
     }
     let widths = p.widths();
-    let pairs_staged = {
+    let (subtile, pairs_staged) = {
         let inputs: Vec<InputKind> = p.inputs.iter().map(|i| i.kind).collect();
         let outputs: Vec<OutputKind> = p.outputs.iter().map(|o| o.kind).collect();
-        smem::pairs_staged(&smem::Subtile::of(&p.config, p.group_size()), &inputs, &outputs)
+        let t = smem::subtile(&p.config, p.group_size(), &inputs, &outputs);
+        (t, smem::pairs_staged(&t, &inputs, &outputs))
     };
 
     let mut names = Names::default();
@@ -265,6 +268,7 @@ pub fn plan(p: &Program) -> Plan {
         c_tensor: c_input.map(|i| tensor_index(&p.inputs[i].name, false)),
         d_tensor,
         value_node,
+        subtile,
     }
 }
 

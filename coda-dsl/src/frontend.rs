@@ -498,7 +498,7 @@ fn check_shared_memory(
     use crate::smem;
     let kinds: Vec<InputKind> = inputs.iter().map(|i| i.kind).collect();
     let out_kinds: Vec<OutputKind> = outputs.iter().map(|o| o.kind).collect();
-    let subtile = smem::Subtile::of(config, group).fewest_load_stages(&kinds, &out_kinds);
+    let subtile = smem::subtile(config, group, &kinds, &out_kinds).fewest_load_stages(&kinds, &out_kinds);
     let (mut used, bytes) = smem::usage(&subtile, &kinds, &out_kinds);
     let spans = input_spans.iter().map(|(_, s)| *s).chain(out_types.iter().map(|t| t.span()));
     let items = bytes.into_iter().zip(spans);

@@ -18,8 +18,9 @@ const ALIGN: usize = 1024;
 const STAGE_BARRIERS: usize = 16;
 
 /// The epilogue subtile of a program in a config: 128 (cooperative) or 64
-/// (ping-pong) rows × 32 columns, or × one group for a program with group
-/// reductions; the D stages CUTLASS's builder derives from how many
+/// (ping-pong) rows × 32 columns, × one group for a program with group
+/// reductions, or × [`MAP_COLS`] for a map program where that fits
+/// ([`subtile`]); the D stages CUTLASS's builder derives from how many
 /// subtiles a CTA tile holds (`sm90_get_tma_dispatch_policy`), and the load
 /// stages: the buffers of C and of each tile input (the builder's
 /// `StagesC`, up to 4; `coda::sm90::Gemm` takes fewer where that gives the
@@ -32,12 +33,41 @@ pub struct Subtile {
     pub load_stages: usize,
 }
 
+/// The columns of a map program's subtile where they fit: a map has no
+/// mainloop to overlap, and its consumer warps wait on their own loads and
+/// dependency chains (Nsight Compute, bench/NOTES.md session 27: one CTA an
+/// SM, 2.5 warps a scheduler, 39% issue, 39% of DRAM bandwidth), so each
+/// thread gets twice the independent elements between the pipeline's waits.
+pub const MAP_COLS: usize = 64;
+
+/// The subtile the codegen gives a program with these inputs and outputs
+/// (a map program has no `Acc` input): [`Subtile::of`], but [`MAP_COLS`]
+/// wide for a map program without group reductions whose tiles leave the
+/// mainloop two stages that wide.
+pub fn subtile(config: &Config, group: Option<usize>, inputs: &[InputKind], outputs: &[OutputKind]) -> Subtile {
+    let narrow = Subtile::of(config, group);
+    if group.is_some() || inputs.contains(&InputKind::Acc) {
+        return narrow;
+    }
+    let wide = Subtile::with_cols(config, MAP_COLS).fewest_load_stages(inputs, outputs);
+    let (base, items) = usage(&wide, inputs, outputs);
+    if stages_left(config, base + items.iter().sum::<usize>()) >= 2 {
+        Subtile::with_cols(config, MAP_COLS)
+    } else {
+        narrow
+    }
+}
+
 impl Subtile {
     /// `group`: the program's group size ([`crate::Program::group_size`]);
     /// the builder's load stages (up to 4 subtiles ahead).
     pub fn of(config: &Config, group: Option<usize>) -> Subtile {
+        Subtile::with_cols(config, group.unwrap_or(32))
+    }
+    /// A subtile `cols` wide (a group's, or a map's [`MAP_COLS`]).
+    pub fn with_cols(config: &Config, cols: usize) -> Subtile {
         let rows = if config.schedule == Schedule::Cooperative { 128 } else { 64 };
-        let mut t = Subtile { config: *config, rows, cols: group.unwrap_or(32), load_stages: 0 };
+        let mut t = Subtile { config: *config, rows, cols, load_stages: 0 };
         t.load_stages = t.per_tile().min(4).max(t.stages_d() + 1);
         t
     }
