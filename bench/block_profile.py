@@ -2,14 +2,16 @@
 """Where a block's forward + backward spends its GPU time beside its bare
 GEMMs: the CODA block op (`coda_rs.block`, the wheel) and the twelve GEMMs
 `coda bench` times it against (forward, input gradients, weight gradients,
-each a cuBLAS `torch.matmul`), each run `--steps` times under
+each a cuBLAS `torch.matmul`); with `--vocab V` the LM-head tail instead
+(`coda_rs.head.head_loss`, forward + backward, `--tokens` rows, hidden
+size `--d`) and its three GEMMs (logits, dx, dW). Each is run `--steps` times under
 `torch.profiler` after a warm-up: the kernels of one step in launch order
 with their GPU times (the median over the steps), then per kernel name its
 calls and time per step, and the totals. CODA's kernels are named by
 program (the generated namespace's `<program>__<config>`), the rest by
 their own names.
 
-usage: block_profile.py [--d 8192] [--ffn 28672] [--tokens 16384] [--steps 5]
+usage: block_profile.py [--d 8192] [--ffn 28672] [--tokens 16384] [--vocab V] [--steps 5]
 Needs PyTorch on a CUDA GPU and the coda_rs wheel.
 """
 import argparse
@@ -69,8 +71,11 @@ def main():
     ap.add_argument("--d", type=int, default=8192)
     ap.add_argument("--ffn", type=int, default=28672)
     ap.add_argument("--tokens", type=int, default=16384)
+    ap.add_argument("--vocab", type=int, help="profile the LM-head tail with this vocabulary instead of the block")
     ap.add_argument("--steps", type=int, default=5)
     a = ap.parse_args()
+    if a.vocab:
+        return head(a)
     d, f, m = a.d, a.ffn, a.tokens
     heads = d // 128
     c = BlockConfig(hidden=d, ffn=f, heads=heads, kv_heads=max(heads // 4, 1), head_dim=128)
@@ -107,6 +112,31 @@ def main():
 
     show(f"CODA block forward + backward, d = {d}, ffn = {f}, {m} tokens", per_step(coda, a.steps))
     show("its twelve bare GEMMs (cuBLAS through torch.matmul; per linear: y, dx, dW)", per_step(gemms, a.steps))
+
+
+def head(a):
+    """The LM-head tail's forward + backward (one op) against its three bare GEMMs."""
+    from coda_rs.head import head_loss
+
+    d, v, m = a.d, a.vocab, a.tokens
+    g = torch.Generator(device="cuda").manual_seed(3)
+    u = lambda *s, lim=1.0: ((torch.rand(*s, generator=g, device="cuda") * 2 - 1) * lim).bfloat16()  # noqa: E731
+    x, w = u(m, d).requires_grad_(), u(v, d, lim=(3.0 / d) ** 0.5).requires_grad_()
+    gamma = (1 + u(d, lim=0.5).float()).bfloat16().requires_grad_()
+    targets = torch.randint(0, v, (m,), generator=g, device="cuda")
+
+    def coda():
+        torch.autograd.grad(head_loss(x, targets, gamma, w), [x, gamma, w])
+
+    xs, ws, dy = u(m, d), u(v, d), u(m, v)
+
+    def gemms():
+        xs @ ws.T
+        dy @ ws
+        dy.T @ xs
+
+    show(f"CODA LM-head tail forward + backward, d = {d}, V = {v}, {m} tokens", per_step(coda, a.steps))
+    show("its three bare GEMMs (cuBLAS through torch.matmul: logits, dx, dW)", per_step(gemms, a.steps))
 
 
 if __name__ == "__main__":
