@@ -134,7 +134,8 @@ pub fn emit(program: &Program, package: &str, version: &str) -> String {
         // One group per subtile, each thread's fragment its whole subtile (coda/group.hpp).
         let _ = writeln!(s, "using EpilogueTile = Shape<_{}, _{}>;  // one group of columns per subtile", t.rows, t.cols);
         ", EpilogueTile"
-    } else if t.cols == coda_dsl::smem::MAP_COLS {
+    } else if t.cols != coda_dsl::smem::builder_cols(cfg, plan.element_epilogue) {
+        // Named only where it is not the builder's own (`EpilogueTileAuto`).
         let _ = writeln!(s, "using EpilogueTile = Shape<_{}, _{}>;  // a map program's wider subtile (coda_dsl::smem::MAP_COLS)", t.rows, t.cols);
         ", EpilogueTile"
     } else {

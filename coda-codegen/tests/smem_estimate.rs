@@ -181,6 +181,29 @@ fn estimate_bounds_cutlass_shared_storage_of_group_subtiles() {
     }
 }
 
+/// In ping-pong with an 8-bit D, CUTLASS's builder makes its own subtile
+/// 64 columns wide (`N_perf`), and the estimate follows it.
+#[test]
+fn estimate_bounds_cutlass_shared_storage_of_8bit_pingpong() {
+    let src = r#"
+        #[epilogue(tile = (128, 128), cluster = (1, 2), schedule = pingpong)]
+        fn q_pp(acc: Acc, s: PerRow<f32>) -> Tile<e4m3> {
+            let y = acc * s;
+            y
+        }
+        #[epilogue(tile = (128, 128), cluster = (1, 2), schedule = pingpong)]
+        fn q_pp_more(acc: Acc, r: Tile<bf16>, s: PerRow<f32>) -> (Tile<e4m3>, Tile<bf16>) {
+            let h = acc + r;
+            let y = h * s;
+            (y, h)
+        }
+    "#;
+    let programs = coda_dsl::lower_file(&syn::parse_file(src).unwrap()).unwrap();
+    for (p, probed) in probe_all("smem-estimate-8bit", programs.iter()) {
+        assert_bounds(p, &probed);
+    }
+}
+
 /// A tile input beside C takes the mainloop's shared memory: Gemm gives a
 /// GEMM's fewer load stages where that buys a mainloop stage, and keeps the
 /// builder's 4 where it buys none; a map keeps the most that leave its

@@ -18,9 +18,9 @@ const ALIGN: usize = 1024;
 const STAGE_BARRIERS: usize = 16;
 
 /// The epilogue subtile of a program in a config: 128 (cooperative) or 64
-/// (ping-pong) rows × 32 columns, × one group for a program with group
-/// reductions, or × [`MAP_COLS`] for a map program where that fits
-/// ([`subtile`]); the D stages CUTLASS's builder derives from how many
+/// (ping-pong) rows × the builder's columns ([`builder_cols`]), × one group
+/// for a program with group reductions, or × [`MAP_COLS`] for a map program
+/// where that fits ([`subtile`]); the D stages CUTLASS's builder derives from how many
 /// subtiles a CTA tile holds (`sm90_get_tma_dispatch_policy`), and the load
 /// stages: the buffers of C and of each tile input (the builder's
 /// `StagesC`, up to 4; `coda::sm90::Gemm` takes fewer where that gives the
@@ -35,37 +35,46 @@ pub struct Subtile {
 
 /// The columns of a map program's subtile where they fit: a map has no
 /// mainloop to overlap, and its consumer warps wait on their own loads and
-/// dependency chains (Nsight Compute, bench/NOTES.md session 27: one CTA an
-/// SM, 2.5 warps a scheduler, 39% issue, 39% of DRAM bandwidth), so each
-/// thread gets twice the independent elements between the pipeline's waits.
+/// dependency chains (Nsight Compute, bench/NOTES.md sessions 27 and 28:
+/// `cross_entropy_grad` 211.7 → 181.3 µs with 64 columns, eligible warps a
+/// scheduler 0.61 → 0.72), so each thread gets twice the independent
+/// elements between the pipeline's waits. A map bound by its own
+/// arithmetic (`rope_backward`'s angles) gains little.
 pub const MAP_COLS: usize = 64;
+
+/// The columns of CUTLASS's own epilogue tile (`EpilogueTileAuto`,
+/// `sm90_compute_tile_shape_or_override`): 32, but 64 in ping-pong where the
+/// collective's element (`Collective::element`) is 8-bit. The codegen names
+/// its subtile only where it differs from this one.
+pub fn builder_cols(config: &Config, element: DType) -> usize {
+    if config.schedule == Schedule::Pingpong && element.bytes() == 1 && config.tile_n % 64 == 0 { 64 } else { 32 }
+}
 
 /// The subtile the codegen gives a program with these inputs and outputs
 /// (a map program has no `Acc` input): [`Subtile::of`], but [`MAP_COLS`]
-/// wide for a map program without group reductions whose tiles leave the
-/// mainloop two stages that wide.
+/// wide for a map program without group reductions whose tiles, at the
+/// fewest load stages, leave the mainloop two stages that wide, and whose
+/// `DoubleTile` inputs stay staged by TMA ([`pairs_staged`]) if they were.
 pub fn subtile(config: &Config, group: Option<usize>, inputs: &[InputKind], outputs: &[OutputKind]) -> Subtile {
-    let narrow = Subtile::of(config, group);
-    if group.is_some() || inputs.contains(&InputKind::Acc) {
+    let narrow = Subtile::of(config, group, Collective::of(inputs, outputs).element);
+    if group.is_some() || inputs.contains(&InputKind::Acc) || narrow.cols >= MAP_COLS {
         return narrow;
     }
-    let wide = Subtile::with_cols(config, MAP_COLS).fewest_load_stages(inputs, outputs);
-    let (base, items) = usage(&wide, inputs, outputs);
-    if stages_left(config, base + items.iter().sum::<usize>()) >= 2 {
-        Subtile::with_cols(config, MAP_COLS)
-    } else {
-        narrow
-    }
+    let wide = Subtile::with_cols(config, MAP_COLS);
+    let (base, items) = usage(&wide.fewest_load_stages(inputs, outputs), inputs, outputs);
+    let fits = stages_left(config, base + items.iter().sum::<usize>()) >= 2;
+    if fits && pairs_staged(&wide, inputs, outputs) == pairs_staged(&narrow, inputs, outputs) { wide } else { narrow }
 }
 
 impl Subtile {
     /// `group`: the program's group size ([`crate::Program::group_size`]);
-    /// the builder's load stages (up to 4 subtiles ahead).
-    pub fn of(config: &Config, group: Option<usize>) -> Subtile {
-        Subtile::with_cols(config, group.unwrap_or(32))
+    /// `element`: the collective's ([`builder_cols`]); the builder's load
+    /// stages (up to 4 subtiles ahead).
+    pub fn of(config: &Config, group: Option<usize>, element: DType) -> Subtile {
+        Subtile::with_cols(config, group.unwrap_or_else(|| builder_cols(config, element)))
     }
-    /// A subtile `cols` wide (a group's, or a map's [`MAP_COLS`]).
-    pub fn with_cols(config: &Config, cols: usize) -> Subtile {
+    /// A subtile `cols` wide.
+    fn with_cols(config: &Config, cols: usize) -> Subtile {
         let rows = if config.schedule == Schedule::Cooperative { 128 } else { 64 };
         let mut t = Subtile { config: *config, rows, cols, load_stages: 0 };
         t.load_stages = t.per_tile().min(4).max(t.stages_d() + 1);
@@ -207,14 +216,67 @@ mod tests {
         let (coop, pp) = (Config::from_name("coop_128x256_c1x1").unwrap(), Config::from_name("pp_128x128_c1x2").unwrap());
         let pairs = [InputKind::Acc, InputKind::DoubleTile(DType::Bf16)];
         let out = [OutputKind::Tile(DType::Bf16)];
-        let staged = |c: &Config, group| pairs_staged(&Subtile::of(c, group), &pairs, &out);
+        let staged = |c: &Config, group| pairs_staged(&Subtile::of(c, group, DType::Bf16), &pairs, &out);
         assert!(staged(&coop, None) && staged(&pp, None) && staged(&pp, Some(128)));
         assert!(!staged(&coop, Some(128)));
         // Loaded by each thread, the pairs take no shared memory; staged, a 32-bit word tile.
-        let t = Subtile::of(&coop, Some(128)).fewest_load_stages(&pairs, &out);
+        let t = Subtile::of(&coop, Some(128), DType::Bf16).fewest_load_stages(&pairs, &out);
         assert_eq!(usage(&t, &pairs, &out).1, [0, 0, 0]);
-        let t = Subtile::of(&pp, Some(128)).fewest_load_stages(&pairs, &out);
+        let t = Subtile::of(&pp, Some(128), DType::Bf16).fewest_load_stages(&pairs, &out);
         assert_eq!(usage(&t, &pairs, &out).1, [0, t.load_stages * 64 * 128 * 4, 0]);
-        assert!(!pairs_staged(&Subtile::of(&coop, None), &[InputKind::Acc], &out));
+        assert!(!pairs_staged(&Subtile::of(&coop, None, DType::Bf16), &[InputKind::Acc], &out));
+    }
+}
+
+#[cfg(test)]
+mod subtile_tests {
+    use super::*;
+
+    fn cfg(name: &str) -> Config {
+        Config::from_name(name).unwrap()
+    }
+    const BF16: InputKind = InputKind::Tile(DType::Bf16);
+    const OUT: OutputKind = OutputKind::Tile(DType::Bf16);
+
+    /// One decision: a group's width, else the builder's (64 columns only in
+    /// ping-pong with an 8-bit element), else a map's [`MAP_COLS`] where that
+    /// fits without unstaging its pairs.
+    #[test]
+    fn subtile_widths() {
+        let (coop, pp) = (cfg("coop_128x256_c1x1"), cfg("pp_128x128_c1x2"));
+        let cols = |c: &Config, group, inputs: &[InputKind], outputs: &[OutputKind]| subtile(c, group, inputs, outputs).cols;
+        // GEMMs: the builder's.
+        assert_eq!(cols(&coop, None, &[InputKind::Acc], &[OUT]), 32);
+        assert_eq!(cols(&pp, None, &[InputKind::Acc], &[OUT]), 32);
+        assert_eq!(cols(&pp, None, &[InputKind::Acc], &[OutputKind::Tile(DType::E4m3)]), 64);
+        assert_eq!(cols(&coop, None, &[InputKind::Acc], &[OutputKind::Tile(DType::E4m3)]), 32);
+        // A group's, map or not.
+        assert_eq!(cols(&pp, Some(128), &[InputKind::Acc], &[OUT]), 128);
+        assert_eq!(cols(&coop, Some(64), &[BF16], &[OUT]), 64);
+        // Maps: wide where it fits.
+        assert_eq!(cols(&coop, None, &[BF16], &[OUT]), MAP_COLS);
+        assert_eq!(cols(&pp, None, &[BF16, BF16], &[OUT, OUT]), MAP_COLS);
+        // Three tile inputs fit 32 columns wide, not 64.
+        let many = [BF16; 3];
+        let left = |t: Subtile| {
+            let (base, items) = usage(&t.fewest_load_stages(&many, &[OUT]), &many, &[OUT]);
+            stages_left(&coop, base + items.iter().sum::<usize>())
+        };
+        assert!(left(Subtile::with_cols(&coop, 32)) >= 2 && left(Subtile::with_cols(&coop, MAP_COLS)) < 2);
+        assert_eq!(cols(&coop, None, &many, &[OUT]), 32);
+    }
+
+    /// Widening a map never turns its TMA-staged pairs into per-thread loads.
+    #[test]
+    fn widening_keeps_pairs_staged() {
+        let coop = cfg("coop_128x256_c1x1");
+        let (inputs, outputs) = ([BF16, InputKind::DoubleTile(DType::Bf16)], [OUT]);
+        let narrow = Subtile::of(&coop, None, DType::Bf16);
+        assert!(pairs_staged(&narrow, &inputs, &outputs));
+        // 64 columns wide they would fit only unstaged.
+        assert!(!pairs_staged(&Subtile::with_cols(&coop, MAP_COLS), &inputs, &outputs));
+        let t = subtile(&coop, None, &inputs, &outputs);
+        assert_eq!(t.cols, 32);
+        assert!(pairs_staged(&t, &inputs, &outputs));
     }
 }

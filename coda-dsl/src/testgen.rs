@@ -176,9 +176,11 @@ impl Gen<'_> {
         smem::stages_left(&self.config, self.smem + bytes) >= 2
     }
 
-    /// The epilogue subtile (one group wide where the program may reduce groups).
+    /// The builder's epilogue subtile (one group wide where the program may
+    /// reduce groups): the narrowest the codegen gives, so what fits here
+    /// fits there. Generated tile outputs are bf16 or f32, never 8-bit.
     fn subtile(&self) -> smem::Subtile {
-        smem::Subtile::of(&self.config, self.group)
+        smem::Subtile::of(&self.config, self.group, DType::Bf16)
     }
 
     fn add(&mut self, name: String, width: Width, kind: Kind, is_pair: bool) {

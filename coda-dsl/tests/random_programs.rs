@@ -703,7 +703,7 @@ fn smem_estimate_keeps_room_for_cutlass_storage() {
         let (base, items) = smem::usage(t, &inputs, &outputs);
         smem::stages_left(&p.config, base + items.iter().sum::<usize>())
     };
-    let builder = smem::Subtile::of(&p.config, p.group_size());
+    let builder = smem::Subtile::of(&p.config, p.group_size(), coda_dsl::ir::Collective::of(&inputs, &outputs).element);
     assert_eq!(builder.load_stages, 4);
     assert!(stages(&builder) < 2);
     assert!(stages(&builder.fewest_load_stages(&inputs, &outputs)) >= 2);
