@@ -11,7 +11,7 @@ calls and time per step, and the totals. CODA's kernels are named by
 program (the generated namespace's `<program>__<config>`), the rest by
 their own names.
 
-usage: block_profile.py [--d 8192] [--ffn 28672] [--tokens 16384] [--vocab V] [--steps 5]
+usage: block_profile.py [--d 8192] [--ffn 28672 | --vocab V] [--tokens 16384] [--steps 5]
 Needs PyTorch on a CUDA GPU and the coda_rs wheel.
 """
 import argparse
