@@ -5,7 +5,8 @@
 # --vocab) at compare.py's two shapes. (3) The d = 8192 block: SM clock and
 # power (nvidia-smi every 50 ms) while the CODA block's step and its bare
 # GEMMs each run alone for ~3 s; then Nsight Compute over the forward's
-# gate_up kernel (linear_rowscale_swiglu_save) and the bare gate_up GEMM
+# gate_up kernel (linear_rowscale_swiglu_save) and the bare gate_up GEMM,
+# after our plain GEMM and SwiGLU with and without the save searched there
 # with warp-state and memory sections and the SM clock. (4) Nsight Compute
 # over linear_residual_rms_partial and linear_rowscale_rope at 4096 beside
 # our plain GEMM (matmul) in ping-pong 128x128 (SourceCounters for
@@ -48,6 +49,12 @@ for name, fn in zip(["coda", "gemms"], captured.values()):
 PY
 kill $smi
 echo "clock phases at $(el) s: $(cat /tmp/o/clock-phases.txt | tr '\n' ';')"
+# Whose time is it, the epilogue's or our GEMM's at this shape? Our plain GEMM, SwiGLU without the
+# save and with it, each searched at the d = 8192 gate_up shape.
+for p in matmul linear_rowscale_swiglu linear_rowscale_swiglu_save; do
+  CODA_TUNE_CACHE=/tmp/o/gate-up-$p.json timeout 60 scripts/device-run.sh /tmp/b/coda tune --program coda-llama::$p --shape 16384,57344,8192 >> /tmp/o/gate-up-8192.log 2>&1
+done
+echo "gate_up searches at $(el) s: $(grep -o 'coda-llama::[a-z_]* M=.*choices)' /tmp/o/gate-up-8192.log | tr '\n' ';')"
 timeout 200 ncu --clock-control none --kernel-name-base demangled --kernel-name "regex:swiglu_save|nvjet_sm90_tst_192x192_64x4_1x2_h" \
   --launch-skip 2 --launch-count 4 --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
   --section LaunchStats --section Occupancy --metrics sm__cycles_elapsed.avg.per_second,dram__bytes_read.sum,dram__bytes_write.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,lts__t_sector_hit_rate.pct \
