@@ -2,7 +2,8 @@
 # Session 28, call 3: profile evidence for issue H's rows still over target
 # in call 2's compare.py run. (1) The wheel's tests on this build. (2) The
 # LM-head tail's kernels beside its three bare GEMMs (block_profile.py
-# --vocab) at compare.py's two shapes. (3) The d = 8192 block: SM clock and
+# --vocab) at compare.py's two shapes; the loss variants (head_variants.py,
+# issue I: soft-capping was 1.027x the plain tail). (3) The d = 8192 block: SM clock and
 # power (nvidia-smi every 50 ms) while the CODA block's step and its bare
 # GEMMs each run alone for ~3 s; then Nsight Compute over the forward's
 # gate_up kernel (linear_rowscale_swiglu_save) and the bare gate_up GEMM,
@@ -24,6 +25,8 @@ for s in "4096 4096" "8192 8192"; do
   timeout 60 python3 bench/block_profile.py --vocab 32768 --d $1 --tokens $2 > /tmp/o/head-profile-d$1.txt 2>&1
   echo "head profile d=$1 exit $? at $(el) s"
 done
+timeout 90 python3 bench/head_variants.py > /tmp/o/head-variants.txt 2>&1
+echo "head_variants exit $? at $(el) s"
 nvidia-smi --help-query-gpu > /tmp/o/smi-fields.txt 2>&1
 reasons=clocks_event_reasons.active; grep -q "$reasons" /tmp/o/smi-fields.txt || reasons=clocks_throttle_reasons.active
 nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,$reasons --format=csv,nounits -lms 50 > /tmp/o/smi.csv 2>&1 &
@@ -77,7 +80,7 @@ for k in linear_residual_rms_partial:4096,4096,4096:pp_128x128_c1x2 matmul:4096,
 done 2>&1 | tee /tmp/o/regions.txt
 echo "ncu ops at $(el) s"
 tar czf "$OUT/call3.tgz" -C /tmp/o .
-grep -A4 "by kernel" /tmp/o/head-profile-d4096.txt | head -12; grep "GPU time" /tmp/o/head-profile-*.txt
+grep -A4 "by kernel" /tmp/o/head-profile-d4096.txt | head -12; grep "GPU time" /tmp/o/head-profile-*.txt; tail -7 /tmp/o/head-variants.txt
 python3 - <<'PY'
 import csv, statistics
 ph = [l.split() for l in open("/tmp/o/clock-phases.txt") if l.split() and l.split()[0] in ("coda", "gemms")]
