@@ -216,8 +216,33 @@ pub fn pair_head_norm(acc: Acc, z: DoubleTile<bf16>) -> Tile<bf16> {
     y
 }
 
+#[coda::epilogue(tile = (128, 128), schedule = pingpong)]
+/// A map program with a store of each kind, 64 columns wide
+/// (`coda_dsl::smem::subtile`; in the cooperative 128 × 256 config the wide
+/// tiles would leave the mainloop less than two stages, so 32 there).
+pub fn map_stores(x: Tile<bf16>, s: PerRow<f32>, bias: PerCol<bf16>)
+    -> (Tile<bf16>, HalfTile<bf16>, DoubleTile<bf16>, ColPartial<f32>, RowPartial<f32>) {
+    let y = x * s + bias;
+    let (e, o) = unpair(y);
+    let h = e * sigmoid(o);
+    let d = pair(y, x * 2.0);
+    let c = col_sum(y);
+    let r = row_sum(y * y);
+    (y, h, d, c, r)
+}
+
+#[coda::epilogue]
+/// A map program with a `DoubleTile` input, 64 columns wide, its pairs
+/// loaded by each thread (staged by TMA they would fit at neither width).
+pub fn map_pairs(x: Tile<bf16>, z: DoubleTile<bf16>, s: PerRow<f32>) -> (Tile<bf16>, RowPartial<f32>) {
+    let (g, u) = unpair(z);
+    let y = g * sigmoid(g) * u * s + x;
+    let r = row_sum(y);
+    (y, r)
+}
+
 /// Every program of this file (for tools: `coda inspect`, `coda tune`).
-pub fn kernels() -> [&'static coda::Kernel; 18] {
+pub fn kernels() -> [&'static coda::Kernel; 20] {
     [
         &gated_mix::KERNEL,
         &two_partials::KERNEL,
@@ -237,5 +262,7 @@ pub fn kernels() -> [&'static coda::Kernel; 18] {
         &fp8_blockwise_swiglu::KERNEL,
         &fp8_requant::KERNEL,
         &pair_head_norm::KERNEL,
+        &map_stores::KERNEL,
+        &map_pairs::KERNEL,
     ]
 }

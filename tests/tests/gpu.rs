@@ -427,6 +427,8 @@ fn main() {
         kit::fp8_blockwise_swiglu,
         kit::fp8_requant,
         kit::pair_head_norm,
+        kit::map_stores,
+        kit::map_pairs,
         llama::linear_residual_rms_partial,
         llama::linear_rowscale_swiglu,
         llama::linear_rowscale_swiglu_save,

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Session 28, call 3: profile evidence for issue H's rows still over target
-# in call 2's compare.py run. (1) The wheel's tests on this build. (2) The
+# in call 2's compare.py run. (1) gpu --quick (with the kit's two wide
+# map programs, new after the session's device time) and gpu_random; the
+# wheel's tests on this build. (2) The
 # LM-head tail's kernels beside its three bare GEMMs (block_profile.py
 # --vocab) at compare.py's two shapes; the loss variants (head_variants.py,
 # issue I: soft-capping was 1.027x the plain tail). (3) The d = 8192 block: SM clock and
@@ -17,6 +19,8 @@ t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
 rm -rf /tmp/b /tmp/o /tmp/site; mkdir -p /tmp/b /tmp/o /tmp/site
 tar xJf .device/bins.tar.xz -C /tmp/b && cp .device/coda_rs-*.whl /tmp/b/
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .device/coda_rs-*.whl > /tmp/o/pip.log 2>&1
+GPU_ARGS=--quick PARTS="gpu random" timeout 200 scripts/device-verify.sh /tmp/b /tmp/o > /tmp/o/verify-check.txt 2>&1
+echo "checks at $(el) s: $(tail -1 /tmp/o/gpu.log) / $(tail -1 /tmp/o/random.log)"
 PYTHONPATH=/tmp/site PARTS=python timeout 120 scripts/device-verify.sh /tmp/b /tmp/o > /tmp/o/verify-python.txt 2>&1
 echo "wheel tests at $(el) s: $(tail -1 /tmp/o/python.log)"
 export PYTHONPATH=/tmp/site
