@@ -66,6 +66,33 @@ def show(title, step):
         print(f"  {ms:9.3f} ms  {ms / total * 100:5.1f}%  x{c:<3} {k}")
 
 
+def uniform(g):
+    """bf16 tensors uniform in [lo, lim] (lo = −lim by default) from generator g."""
+    def u(*s, lim=1.0, lo=None):
+        lo = -lim if lo is None else lo
+        return (torch.rand(*s, generator=g, device="cuda") * (lim - lo) + lo).bfloat16()
+    return u
+
+
+def bound(fan_in):
+    """The bound of a linear's uniform weights that keeps its output's variance."""
+    return (3.0 / fan_in) ** 0.5
+
+
+def bare_gemms(u, m, linears):
+    """The bare GEMMs of linears y = x·Wᵀ ([M, K] · [N, K]ᵀ) given as (K, N): y, dx = dy·W and dW = dyᵀ·x each."""
+    xs = [u(m, k) for k, _ in linears]
+    ws = [u(n, k, lim=bound(k)) for k, n in linears]
+    dys = [u(m, n) for _, n in linears]
+
+    def gemms():
+        for x, w, dy in zip(xs, ws, dys):
+            x @ w.T
+            dy @ w
+            dy.T @ x
+    return gemms
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--d", type=int, default=8192)
@@ -80,15 +107,9 @@ def main():
     heads = d // 128
     c = BlockConfig(hidden=d, ffn=f, heads=heads, kv_heads=max(heads // 4, 1), head_dim=128)
     aw, qw = c.heads * 128, (c.heads + 2 * c.kv_heads) * 128
-    g = torch.Generator(device="cuda").manual_seed(3)
-
-    def u(*s, lim=1.0, lo=None):
-        lo = -lim if lo is None else lo
-        return (torch.rand(*s, generator=g, device="cuda") * (lim - lo) + lo).bfloat16()
-
-    k = lambda n: (3.0 / n) ** 0.5  # noqa: E731
-    weights = [u(d, aw, lim=k(aw)), u(d, lim=1.5, lo=0.5), u(2 * f, d, lim=k(d)), u(d, f, lim=k(f)), u(d, lim=1.5, lo=0.5),
-               u(qw, d, lim=k(d))]
+    u = uniform(torch.Generator(device="cuda").manual_seed(3))
+    weights = [u(d, aw, lim=bound(aw)), u(d, lim=1.5, lo=0.5), u(2 * f, d, lim=bound(d)), u(d, f, lim=bound(f)),
+               u(d, lim=1.5, lo=0.5), u(qw, d, lim=bound(d))]
     attn, x0, dx2, dqkv = u(m, aw), u(m, d), u(m, d), u(m, qw)
     pos = torch.arange(m, device="cuda", dtype=torch.float32)
     freq = rope_freq(c, "cuda")
@@ -98,18 +119,8 @@ def main():
         x2, qkv = block(attn, x0, pos, weights, c, freq)
         torch.autograd.grad([x2, qkv], leaves, [dx2, dqkv])
 
-    # The twelve bare GEMMs: for each linear y = x·Wᵀ ([M, K] · [N, K]ᵀ), y, dx = dy·W and dW = dyᵀ·x.
-    linears = [(aw, d), (d, 2 * f), (f, d), (d, qw)]  # (K, N): o_proj, gate_up, down, qkv
-    xs = [u(m, kk) for kk, _ in linears]
-    ws = [u(n, kk, lim=k(kk)) for kk, n in linears]
-    dys = [u(m, n) for _, n in linears]
-
-    def gemms():
-        for x, w, dy in zip(xs, ws, dys):
-            x @ w.T
-            dy @ w
-            dy.T @ x
-
+    # (K, N) of o_proj, gate_up, down, qkv.
+    gemms = bare_gemms(u, m, [(aw, d), (d, 2 * f), (f, d), (d, qw)])
     show(f"CODA block forward + backward, d = {d}, ffn = {f}, {m} tokens", per_step(coda, a.steps))
     show("its twelve bare GEMMs (cuBLAS through torch.matmul; per linear: y, dx, dW)", per_step(gemms, a.steps))
 
@@ -120,21 +131,15 @@ def head(a):
 
     d, v, m = a.d, a.vocab, a.tokens
     g = torch.Generator(device="cuda").manual_seed(3)
-    u = lambda *s, lim=1.0: ((torch.rand(*s, generator=g, device="cuda") * 2 - 1) * lim).bfloat16()  # noqa: E731
-    x, w = u(m, d).requires_grad_(), u(v, d, lim=(3.0 / d) ** 0.5).requires_grad_()
-    gamma = (1 + u(d, lim=0.5).float()).bfloat16().requires_grad_()
+    u = uniform(g)
+    x, w = u(m, d).requires_grad_(), u(v, d, lim=bound(d)).requires_grad_()
+    gamma = u(d, lim=1.5, lo=0.5).requires_grad_()
     targets = torch.randint(0, v, (m,), generator=g, device="cuda")
 
     def coda():
         torch.autograd.grad(head_loss(x, targets, gamma, w), [x, gamma, w])
 
-    xs, ws, dy = u(m, d), u(v, d), u(m, v)
-
-    def gemms():
-        xs @ ws.T
-        dy @ ws
-        dy.T @ xs
-
+    gemms = bare_gemms(u, m, [(d, v)])
     show(f"CODA LM-head tail forward + backward, d = {d}, V = {v}, {m} tokens", per_step(coda, a.steps))
     show("its three bare GEMMs (cuBLAS through torch.matmul: logits, dx, dW)", per_step(gemms, a.steps))
 
