@@ -46,6 +46,8 @@ pub struct Generated {
     pub config: Config,
     /// An even, ragged `N` to interpret it at (not a multiple of any tile width).
     pub n: usize,
+    /// A map program: no `Acc`, the first input a `Tile`.
+    pub is_map: bool,
 }
 
 impl fmt::Debug for Generated {
@@ -70,11 +72,20 @@ pub fn runner(cases: u32, seed: u64) -> TestRunner {
 /// `count` programs drawn from `seed` (the same list on every call), public
 /// and named `{prefix}{index}`: a batch to compile into one crate.
 pub fn batch(count: usize, seed: u64, prefix: &str) -> Vec<Generated> {
+    batch_where(count, seed, prefix, |_| true)
+}
+
+/// The first `count` programs drawn from `seed` that `keep` accepts, each
+/// named by its index in the whole draw (so a program keeps its name and
+/// source whichever filter picked it).
+pub fn batch_where(count: usize, seed: u64, prefix: &str, keep: impl Fn(&Generated) -> bool) -> Vec<Generated> {
     use proptest::strategy::ValueTree;
     let mut runner = runner(1, seed);
-    (0..count)
-        .map(|i| {
-            let g = programs().new_tree(&mut runner).expect("the generator never rejects").current();
+    (0..)
+        .map(|i| (i, programs().new_tree(&mut runner).expect("the generator never rejects").current()))
+        .filter(|(_, g)| keep(g))
+        .take(count)
+        .map(|(i, g)| {
             let name = format!("{prefix}{i:03}");
             let source = g.source.replacen(&format!("fn {}(", g.name), &format!("pub fn {name}("), 1);
             Generated { source, name, ..g }
@@ -666,5 +677,5 @@ pub fn generate(choices: &[u32]) -> Generated {
     let doc = if g.s.chance(30) { "/// A generated program.\n" } else { "" };
     let body: String = g.stmts.iter().map(|s| format!("    {s}\n")).collect();
     let source = format!("{attr}\n{doc}fn {name}({}) -> {ret_ty} {{\n{body}    {ret}\n}}\n", params.join(", "));
-    Generated { source, name, config, n }
+    Generated { source, name, config, n, is_map }
 }

@@ -708,3 +708,18 @@ fn smem_estimate_keeps_room_for_cutlass_storage() {
     assert!(stages(&builder) < 2);
     assert!(stages(&builder.fewest_load_stages(&inputs, &outputs)) >= 2);
 }
+
+#[test]
+fn map_batches_are_the_draws_maps() {
+    let all = testgen::batch(60, 0xc0da_0201, "random_");
+    let maps = testgen::batch_where(4, 0xc0da_0201, "random_", |g| g.is_map);
+    assert_eq!(maps.len(), 4);
+    for g in &maps {
+        let same = all.iter().find(|a| a.name == g.name).expect("each kept program is one of the draw's, by name");
+        assert_eq!(same.source, g.source);
+        let lowered = lower(&g.source).unwrap_or_else(|e| panic!("{e}\n{}", g.source));
+        assert!(lowered.iter().all(|p| p.is_map()), "{} is not a map program:\n{}", g.name, g.source);
+    }
+    let first: Vec<&str> = all.iter().filter(|g| g.is_map).take(4).map(|g| g.name.as_str()).collect();
+    assert_eq!(maps.iter().map(|g| g.name.as_str()).collect::<Vec<_>>(), first, "the first maps of the draw, in order");
+}
