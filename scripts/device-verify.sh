@@ -16,7 +16,8 @@
 # PROGRAMS_ARGS for `time_programs` (default "--quick --programs-only"),
 # TUNE_ONLY (a program name) to search only that program's shipped shapes.
 # BIN_DIR holds the release binaries `gpu`, `gpu_user`, `gpu_random`,
-# `time_programs` and `coda`, and the wheel `coda_rs-*.whl`; PARTS (default
+# `time_programs` and `coda`, and the wheel `coda_rs-*.whl` (scripts/device-pack.sh
+# packs them into .device/ on the build machine); PARTS (default
 # all ten) splits the work across calls of the 10-minute limit.
 # `bench` alone uses the cache OUT_DIR/tuning.json if an earlier `tune` left one there.
 set -uo pipefail
