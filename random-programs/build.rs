@@ -1,7 +1,7 @@
 //! Generates `CODA_RANDOM_PROGRAMS` programs (default 2, what CI compiles)
 //! from `CODA_RANDOM_SEED` with coda-dsl's seeded generator, writes them into
 //! one source file and compiles their kernels. The H200 batch is
-//! `CODA_RANDOM_PROGRAMS=100` (about 50 min of nvcc on two cores).
+//! `CODA_RANDOM_PROGRAMS=100` (its build time: README, "Verified on an H200").
 //! `CODA_RANDOM_MAPS=1` keeps only the map programs of the draw (about one in
 //! seven), for a batch that checks the map kernels' own epilogue subtiles.
 

@@ -77,7 +77,8 @@ pub fn batch(count: usize, seed: u64, prefix: &str) -> Vec<Generated> {
 
 /// The first `count` programs drawn from `seed` that `keep` accepts, each
 /// named by its index in the whole draw (so a program keeps its name and
-/// source whichever filter picked it).
+/// source whichever filter picked it). It draws until `count` are kept, so
+/// `keep` must accept a share of all programs (a map program: about 1 in 7).
 pub fn batch_where(count: usize, seed: u64, prefix: &str, keep: impl Fn(&Generated) -> bool) -> Vec<Generated> {
     use proptest::strategy::ValueTree;
     let mut runner = runner(1, seed);
