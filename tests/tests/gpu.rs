@@ -476,8 +476,8 @@ fn main() {
         let swizzled = Choice { swizzle: 8, raster: Raster::AlongM, ..Choice::own(kernel) };
         generic.push((*name, *kernel, program, swizzled, ragged));
         // The FP8 mainloops promote once per 128 of K and branch on the count
-        // of k-tiles: 1, 4 and 5 here, beside the shapes' 3 (2 with
-        // --sanitize) and 32.
+        // of k-tiles: 1, 4 and 5 here, beside the ragged shape's 3 (2 with
+        // --sanitize) and, in the full run, 4096's 32.
         if kernel.operands().is_fp8() {
             generic.extend([112, 496, 624].map(|k| (*name, *kernel, program, Choice::own(kernel), (ragged.0, ragged.1, k))));
         }
