@@ -48,14 +48,19 @@ pub fn tree_hash(dir: &Path) -> Result<String, String> {
 /// `command` (program and arguments, so also the flags cc takes from
 /// CXXFLAGS and the like) with each of the `trees` (include folders) replaced
 /// by the hash of its contents, so that the key does not depend on where the
-/// headers are; and what `nvcc --version` prints.
+/// headers are; and what `nvcc --version` prints, which names the compiler,
+/// so the program counts by its file name: the toolchain's folder is under
+/// the user's home by default, and a key that changed with it would retire
+/// the shipped tuning caches, which name kernels by key, for every user but
+/// the one who searched them.
 pub fn fingerprint(command: &[OsString], trees: &[PathBuf], nvcc_version: &str) -> Result<String, String> {
     let hashes = trees
         .iter()
         .map(|t| Ok((t.to_string_lossy().into_owned(), tree_hash(t)?)))
         .collect::<Result<Vec<_>, String>>()?;
     let mut h = Sha256::new();
-    for arg in command {
+    let program = command.first().map(|p| Path::new(p).file_name().unwrap_or(p.as_os_str()).to_os_string());
+    for arg in program.iter().chain(command.iter().skip(1)) {
         let mut arg = arg.to_string_lossy().into_owned();
         for (path, hash) in &hashes {
             arg = arg.replace(path.as_str(), &format!("<tree {hash}>"));

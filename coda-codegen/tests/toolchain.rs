@@ -144,7 +144,7 @@ fn cc_build_uses_the_toolkits_nvcc_without_touching_the_environment() {
 }
 
 /// The key covers the compiler command and the contents of the include
-/// trees, not where the trees are.
+/// trees, not where the trees or the compiler are.
 #[test]
 fn the_cache_key_covers_command_headers_and_nvcc() {
     let dir = scratch("key");
@@ -173,6 +173,9 @@ fn the_cache_key_covers_command_headers_and_nvcc() {
     let moved = [dir.join("moved/include"), dir.join("moved/tools/util/include")];
     let mut cmd = command(&[]);
     (cmd[3], cmd[5]) = (moved[0].clone().into(), moved[1].clone().into());
+    assert_eq!(changed, fingerprint(&cmd, &moved, "release 13.0, V13.0.88"));
+    // The same nvcc in another folder (another user's toolchain install).
+    cmd[0] = "/home/someone/.cache/coda-rs/toolchain/cuda-13.0.88-cutlass-4.2.0/nvidia/cu13/bin/nvcc".into();
     assert_eq!(changed, fingerprint(&cmd, &moved, "release 13.0, V13.0.88"));
 }
 
