@@ -28,6 +28,9 @@ use coda_llama::{BackwardState, Borrowed, HeadBackwardState, HeadState, Owned};
 use coda_runtime::{Element, RawTensor, Stream, bf16};
 
 pub use coda_llama::BlockConfig;
+/// The tail's loss variant (`HeadWeights::loss`): soft-capping, z-loss and
+/// label smoothing, each off by default (plain cross-entropy).
+pub use coda_llama::HeadLoss as LossVariant;
 
 /// An element type of both: coda's tensors and candle's CUDA storage.
 trait Elem: Element + WithDType + CudaDType {}
@@ -434,13 +437,21 @@ pub fn block_backward(w: &BlockWeights, fwd: &BlockForward, attn: &Tensor, pos: 
 }
 
 /// The tail's weights: the final norm's `gamma` bf16 `[d]` and the LM head
-/// `w` bf16 `[V, d]` (a `Linear` weight; V and d multiples of 8), and the
-/// norm's `eps`.
+/// `w` bf16 `[V, d]` (a `Linear` weight; V and d multiples of 8), the
+/// norm's `eps`, and the loss they are trained with (checked at each call).
 #[derive(Clone)]
 pub struct HeadWeights {
     pub gamma: Tensor,
     pub w: Tensor,
     pub eps: f32,
+    pub loss: LossVariant,
+}
+
+/// The weights as coda's, borrowed through `b`.
+fn head_weights<'a>(b: &mut Call<'a>, gamma: Arg<'a>, w: Arg<'a>, eps: f32, loss: LossVariant) -> Result<coda_llama::HeadWeights<Borrowed<'a>>> {
+    let mut hw = coda_llama::HeadWeights::<Borrowed>::from_parts(b.arg(gamma)?, b.arg(w)?, eps).map_err(coda)?;
+    hw.loss = loss;
+    Ok(hw)
 }
 
 /// The tail's loss: per row (0 where the target is ignored), f32 `[M]`, and
@@ -500,7 +511,7 @@ pub fn head_forward(h: &HeadWeights, x: &Tensor, targets: &Tensor) -> Result<Hea
     let mut outs = HeadOuts::new(&rt, &locked[2].arg()?, &locked[0].arg()?)?;
     {
         let mut b = Call::new(&rt);
-        let hw = coda_llama::HeadWeights::<Borrowed>::from_parts(b.input(&locked[0])?, b.input(&locked[1])?, h.eps).map_err(coda)?;
+        let hw = head_weights(&mut b, locked[0].arg()?, locked[1].arg()?, h.eps, h.loss)?;
         let (x, targets) = (b.input(&locked[2])?, b.input(&locked[3])?);
         let mut fs = outs.state(&mut b, &hw)?;
         coda_llama::head_forward(&rt.stream, &hw, &x, &targets, &mut fs).map_err(coda)?;
@@ -516,7 +527,7 @@ pub fn head_forward_backward(h: &HeadWeights, x: &Tensor, targets: &Tensor, chun
     let (_, device) = runtime("x", x)?;
     let locked = [lock("gamma", &h.gamma), lock("w", &h.w), lock("x", x), lock("targets", targets)];
     let args = [locked[0].arg()?, locked[1].arg()?, locked[2].arg()?, locked[3].arg()?];
-    let g = head_grads(&device, args, h.eps, chunk_rows)?;
+    let g = head_grads(&device, args, h.eps, h.loss, chunk_rows)?;
     Ok(HeadGrads { loss: g.outs.loss(&device)?, dx: g.dx.tensor(&device), dgamma: g.dgamma.tensor(&device), dw: g.dw.tensor(&device) })
 }
 
@@ -529,7 +540,7 @@ struct HeadGradOuts {
 }
 
 /// [`head_forward_backward`] over `gamma`, `w`, `x` and `targets`, borrowed.
-fn head_grads(device: &CudaDevice, [gamma, w, x, targets]: [Arg<'_>; 4], eps: f32, chunk_rows: usize) -> Result<HeadGradOuts> {
+fn head_grads(device: &CudaDevice, [gamma, w, x, targets]: [Arg<'_>; 4], eps: f32, loss: LossVariant, chunk_rows: usize) -> Result<HeadGradOuts> {
     let rt = Runtime::of(x.name, device)?;
     let mut outs = HeadOuts::new(&rt, &x, &gamma)?;
     let (m, d) = (outs.u.dims[0], outs.u.dims[1]);
@@ -539,7 +550,7 @@ fn head_grads(device: &CudaDevice, [gamma, w, x, targets]: [Arg<'_>; 4], eps: f3
     let (mut dx, mut dgamma, mut dw) = (Out::<bf16>::zeros(&rt, &[m, d])?, Out::<f32>::zeros(&rt, &[d])?, Out::<f32>::zeros(&rt, &[v, d])?);
     {
         let mut b = Call::new(&rt);
-        let hw = coda_llama::HeadWeights::<Borrowed>::from_parts(b.arg(gamma)?, b.arg(w)?, eps).map_err(coda)?;
+        let hw = head_weights(&mut b, gamma, w, eps, loss)?;
         let (x, targets) = (b.arg(x)?, b.arg(targets)?);
         let mut fs = outs.state(&mut b, &hw)?;
         let (dx, dgamma, dw) = (b.output(&mut dx)?, b.output(&mut dgamma)?, b.output(&mut dw)?);
@@ -551,7 +562,7 @@ fn head_grads(device: &CudaDevice, [gamma, w, x, targets]: [Arg<'_>; 4], eps: f3
 }
 
 /// The tail's mean loss as a differentiable candle op of `x`, `gamma` and
-/// `w` (a [`CustomOp3`]; `targets`, `eps` and the chunk size ride along):
+/// `w` (a [`CustomOp3`]; `targets`, `eps`, the loss variant and the chunk size ride along):
 /// its forward runs [`head_forward_backward`] and keeps the gradients, which
 /// its backward scales by the loss's gradient, as fused-loss kernels do.
 pub fn head_loss(x: &Tensor, targets: &Tensor, h: &HeadWeights, chunk_rows: usize) -> Result<Tensor> {
@@ -561,13 +572,14 @@ pub fn head_loss(x: &Tensor, targets: &Tensor, h: &HeadWeights, chunk_rows: usiz
             return Err(refuse(name, format!("is on {:?}, `x` on {:?}", t.device().location(), x.device().location())));
         }
     }
-    let op = HeadLossOp { targets: targets.clone(), eps: h.eps, chunk_rows, grads: Mutex::new(None) };
+    let op = HeadLossOp { targets: targets.clone(), eps: h.eps, loss: h.loss, chunk_rows, grads: Mutex::new(None) };
     x.apply_op3(&h.gamma, &h.w, op)
 }
 
 struct HeadLossOp {
     targets: Tensor,
     eps: f32,
+    loss: LossVariant,
     chunk_rows: usize,
     /// `dx`, `dgamma`, `dw` of the mean loss, from the forward.
     grads: Mutex<Option<[Tensor; 3]>>,
@@ -599,7 +611,7 @@ impl CustomOp3 for HeadLossOp {
             targets.arg()?,
         ];
         let device = x.device();
-        let g = head_grads(device, args, self.eps, self.chunk_rows)?;
+        let g = head_grads(device, args, self.eps, self.loss, self.chunk_rows)?;
         *self.grads.lock().unwrap_or_else(|p| p.into_inner()) = Some([g.dx.tensor(device), g.dgamma.tensor(device), g.dw.tensor(device)]);
         Ok((g.outs.mean.storage(device), Shape::from(())))
     }

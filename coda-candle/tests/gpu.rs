@@ -8,7 +8,7 @@
 //! `coda-candle/run-gpu-test.sh target/release/deps/gpu-*`.
 
 use candle_core::{DType, Device, Result, Tensor, Var};
-use coda_candle::{BlockConfig, BlockWeights, HeadWeights, block_backward, block_forward, head_forward, head_forward_backward, head_loss};
+use coda_candle::{BlockConfig, BlockWeights, HeadWeights, LossVariant, block_backward, block_forward, head_forward, head_forward_backward, head_loss};
 use coda_runtime::bf16;
 
 /// Uniform values from a fixed seed (splitmix64).
@@ -193,11 +193,11 @@ const CHUNK_ROWS: usize = 256;
 
 impl HeadCase {
     /// 700 rows (chunks of 256, 256 and 188), d = 256, V = 1000, one target
-    /// in ten ignored, as `coda-python/tests/test_head.py`.
-    fn new(dev: &Device) -> Result<HeadCase> {
+    /// in ten ignored, as `coda-python/tests/test_head.py`; trained with `loss`.
+    fn new(dev: &Device, loss: LossVariant) -> Result<HeadCase> {
         let (m, d, v) = (700, 256, 1000);
         let mut rng = Rng(21);
-        let h = HeadWeights { gamma: rng.bf16s(dev, &[d], 0.5, 1.5)?, w: rng.bf16s(dev, &[v, d], -0.2, 0.2)?, eps: 1e-5 };
+        let h = HeadWeights { gamma: rng.bf16s(dev, &[d], 0.5, 1.5)?, w: rng.bf16s(dev, &[v, d], -0.2, 0.2)?, eps: 1e-5, loss };
         let x = rng.bf16s(dev, &[m, d], -1.0, 1.0)?;
         let (class, ignore) = (rng.uniform(m, 0.0, v as f64), rng.uniform(m, 0.0, 1.0));
         let targets: Vec<i32> = class.iter().zip(&ignore).map(|(&c, &i)| if i < 0.1 { -100 } else { c as i32 }).collect();
@@ -216,17 +216,31 @@ impl HeadCase {
         Ok(vec![g.loss.mean, g.loss.loss, g.dx, g.dgamma, g.dw, f.mean, f.loss])
     }
 
-    /// RMSNorm → `x · Wᵀ` → mean cross-entropy over rows not ignored, in
-    /// candle's ops in `dt` (log-softmax from f32 statistics in the bf16 path,
-    /// as PyTorch's), differentiated by candle's autograd.
+    /// RMSNorm → `x · Wᵀ` → soft-capping → mean cross-entropy over rows not
+    /// ignored, with label smoothing and z-loss, in candle's ops in `dt`
+    /// (log-softmax from f32 statistics in the bf16 path, as PyTorch's),
+    /// differentiated by candle's autograd. Per row not ignored, with `p`
+    /// the log-probabilities, `−(1 − ε)·p[t] − (ε/V)·Σp + λ·lse²`: coda's
+    /// `lse − (1 − ε)·y[t] − (ε/V)·Σy + λ·lse²` rewritten.
     fn reference(&self, dt: DType) -> Result<Vec<Tensor>> {
         let vars = leaves(&[&self.x, &self.h.gamma, &self.h.w], dt)?;
         let [x, gamma, w] = [0, 1, 2].map(|i| vars[i].as_tensor());
-        let logits = wide(&rms(x, self.h.eps as f64)?.broadcast_mul(gamma)?.matmul(&w.t()?)?)?;
+        let z = rms(x, self.h.eps as f64)?.broadcast_mul(gamma)?.matmul(&w.t()?)?;
+        let LossVariant { softcap, z_loss, label_smoothing: eps } = self.h.loss;
+        let y = match softcap {
+            Some(cap) => z.affine(1.0 / cap as f64, 0.0)?.tanh()?.affine(cap as f64, 0.0)?,
+            None => z,
+        };
+        let logits = wide(&y)?;
         let max = logits.max_keepdim(1)?.detach();
         let lse = logits.broadcast_sub(&max)?.exp()?.sum_keepdim(1)?.log()?.broadcast_add(&max)?;
         let logp = logits.broadcast_sub(&lse)?.to_dtype(dt)?;
-        let row_loss = (logp * self.onehot.to_dtype(dt)?)?.sum_keepdim(1)?.neg()?;
+        let onehot = self.onehot.to_dtype(dt)?;
+        let valid = onehot.sum_keepdim(1)?;
+        let nll = (&logp * &onehot)?.sum_keepdim(1)?.neg()?.affine(1.0 - eps as f64, 0.0)?;
+        let spread = wide(&logp)?.sum_keepdim(1)?.to_dtype(dt)?.affine(-eps as f64 / logp.dims()[1] as f64, 0.0)?;
+        let zl = lse.sqr()?.to_dtype(dt)?.affine(z_loss as f64, 0.0)?;
+        let row_loss = (nll + (spread + zl)?.mul(&valid)?)?;
         let mean = (wide(&row_loss)?.sum_all()? / self.valid)?.to_dtype(dt)?;
         let grads = mean.backward()?;
         let grad = |v: &Var| grads.get(v.as_tensor()).cloned().ok_or_else(|| candle_core::Error::msg("a leaf without a gradient"));
@@ -244,7 +258,7 @@ impl HeadCase {
     fn autograd(&self) -> Result<bool> {
         let want = head_forward_backward(&self.h, &self.x, &self.targets, CHUNK_ROWS)?;
         let vars = leaves(&[&self.x, &self.h.gamma, &self.h.w], DType::BF16)?;
-        let h = HeadWeights { gamma: vars[1].as_tensor().clone(), w: vars[2].as_tensor().clone(), eps: self.h.eps };
+        let h = HeadWeights { gamma: vars[1].as_tensor().clone(), w: vars[2].as_tensor().clone(), ..self.h.clone() };
         let loss = head_loss(vars[0].as_tensor(), &self.targets, &h, CHUNK_ROWS)?;
         let grads = loss.backward()?;
         let grad = |v: &Var| grads.get(v.as_tensor()).cloned().ok_or_else(|| candle_core::Error::msg("a leaf without a gradient"));
@@ -290,6 +304,14 @@ fn refusals(block: &BlockCase, head: &HeadCase) -> Result<bool> {
             head_forward_backward(&head.h, &head.x, &targets, CHUNK_ROWS).map(drop)
         }),
         ("chunk_rows", "chunks of 100 rows", head_forward_backward(&head.h, &head.x, &head.targets, 100).map(drop)),
+        ("loss", "softcap −1", {
+            let h = HeadWeights { loss: LossVariant { softcap: Some(-1.0), ..LossVariant::default() }, ..head.h.clone() };
+            head_forward(&h, &head.x, &head.targets).map(drop)
+        }),
+        ("loss", "label smoothing 1.5 through head_loss", {
+            let h = HeadWeights { loss: LossVariant { label_smoothing: 1.5, ..LossVariant::default() }, ..head.h.clone() };
+            head_loss(&head.x, &head.targets, &h, CHUNK_ROWS).map(drop)
+        }),
         ("w", "w [V, d − 8]", {
             let h = HeadWeights { w: narrow(&head.h.w, 1, 8)?, ..head.h.clone() };
             head_forward(&h, &head.x, &head.targets).map(drop)
@@ -311,7 +333,7 @@ fn refusals(block: &BlockCase, head: &HeadCase) -> Result<bool> {
 }
 
 fn main() {
-    const CASES: usize = 4;
+    const CASES: usize = 5;
     // coda's probe first: a driver, a device, sm_90. (cudarc loads the
     // driver when first called: candle would panic where there is none.)
     if let Err(e) = coda_runtime::Stream::new(0) {
@@ -330,11 +352,12 @@ fn main() {
         println!("{} {name} ({:.1} s)", if pass { "PASS" } else { "FAIL" }, t.elapsed().as_secs_f64());
         outcomes.push((name.to_string(), pass));
     };
-    let setup = || -> Result<(BlockCase, HeadCase)> {
+    let setup = || -> Result<(BlockCase, HeadCase, HeadCase)> {
         let dev = Device::new_cuda_with_stream(0)?;
-        Ok((BlockCase::new(&dev)?, HeadCase::new(&dev)?))
+        let variants = LossVariant { softcap: Some(1.5), z_loss: 0.05, label_smoothing: 0.1 };
+        Ok((BlockCase::new(&dev)?, HeadCase::new(&dev, LossVariant::default())?, HeadCase::new(&dev, variants)?))
     };
-    let (block, head) = match setup() {
+    let (block, head, variants) = match setup() {
         Ok(s) => s,
         Err(e) => {
             println!("FAILED: setting up the cases: {e}");
@@ -343,7 +366,8 @@ fn main() {
     };
     case("block forward + backward, d=256 ffn=512 heads 2x128 kv 1, M=300, against candle's ops", &|| block.run());
     case("LM-head tail d=256 V=1000 M=700 in chunks of 256, against candle's ops", &|| head.run());
-    case("head_loss under candle's autograd", &|| head.autograd());
+    case("the tail soft-capped (1.5) with z-loss (0.05) and label smoothing (0.1), against candle's ops", &|| variants.run());
+    case("head_loss under candle's autograd, plain and with the three variants", &|| Ok(head.autograd()? & variants.autograd()?));
     case("bad inputs refused, naming the argument", &|| refusals(&block, &head));
     let failed = outcomes.iter().filter(|(_, p)| !p).count();
     assert_eq!(outcomes.len(), CASES);
