@@ -221,14 +221,18 @@ impl HeadCase {
     /// (log-softmax from f32 statistics in the bf16 path, as PyTorch's),
     /// differentiated by candle's autograd. Per row not ignored, with `p`
     /// the log-probabilities, `−(1 − ε)·p[t] − (ε/V)·Σp + λ·lse²`: coda's
-    /// `lse − (1 − ε)·y[t] − (ε/V)·Σy + λ·lse²` rewritten.
+    /// `lse − (1 − ε)·y[t] − (ε/V)·Σy + λ·lse²` rewritten. In the bf16 path
+    /// each scaling and `tanh` runs in f32 and rounds once, as PyTorch's
+    /// bf16 ops with a Python scalar do (candle's bf16 `affine` would round
+    /// the scalar, and its bf16 `tanh` backward round three times).
     fn reference(&self, dt: DType) -> Result<Vec<Tensor>> {
         let vars = leaves(&[&self.x, &self.h.gamma, &self.h.w], dt)?;
         let [x, gamma, w] = [0, 1, 2].map(|i| vars[i].as_tensor());
         let z = rms(x, self.h.eps as f64)?.broadcast_mul(gamma)?.matmul(&w.t()?)?;
         let LossVariant { softcap, z_loss, label_smoothing: eps } = self.h.loss;
+        let scaled = |t: &Tensor, by: f64| wide(t)?.affine(by, 0.0)?.to_dtype(dt);
         let y = match softcap {
-            Some(cap) => z.affine(1.0 / cap as f64, 0.0)?.tanh()?.affine(cap as f64, 0.0)?,
+            Some(cap) => scaled(&wide(&scaled(&z, 1.0 / cap as f64)?)?.tanh()?.to_dtype(dt)?, cap as f64)?,
             None => z,
         };
         let logits = wide(&y)?;
@@ -237,9 +241,9 @@ impl HeadCase {
         let logp = logits.broadcast_sub(&lse)?.to_dtype(dt)?;
         let onehot = self.onehot.to_dtype(dt)?;
         let valid = onehot.sum_keepdim(1)?;
-        let nll = (&logp * &onehot)?.sum_keepdim(1)?.neg()?.affine(1.0 - eps as f64, 0.0)?;
-        let spread = wide(&logp)?.sum_keepdim(1)?.to_dtype(dt)?.affine(-eps as f64 / logp.dims()[1] as f64, 0.0)?;
-        let zl = lse.sqr()?.to_dtype(dt)?.affine(z_loss as f64, 0.0)?;
+        let nll = scaled(&(&logp * &onehot)?.sum_keepdim(1)?, -(1.0 - eps as f64))?;
+        let spread = scaled(&wide(&logp)?.sum_keepdim(1)?, -eps as f64 / logp.dims()[1] as f64)?;
+        let zl = scaled(&lse.sqr()?, z_loss as f64)?;
         let row_loss = (nll + (spread + zl)?.mul(&valid)?)?;
         let mean = (wide(&row_loss)?.sum_all()? / self.valid)?.to_dtype(dt)?;
         let grads = mean.backward()?;
@@ -256,6 +260,7 @@ impl HeadCase {
     /// `head_loss` under candle's autograd: the loss and `head_forward_backward`'s
     /// gradients, bit for bit (`dγ` and `dW` in the weights' bf16).
     fn autograd(&self) -> Result<bool> {
+        println!("  {:?}", self.h.loss);
         let want = head_forward_backward(&self.h, &self.x, &self.targets, CHUNK_ROWS)?;
         let vars = leaves(&[&self.x, &self.h.gamma, &self.h.w], DType::BF16)?;
         let h = HeadWeights { gamma: vars[1].as_tensor().clone(), w: vars[2].as_tensor().clone(), ..self.h.clone() };
