@@ -483,14 +483,16 @@ impl Config {
                 b.rust_name()
             ));
         }
-        // CUTLASS's FP8 mainloops add the tensor cores' partial sums into the
-        // accumulator every 128 of K (in f32, scaled if blockwise), so a thread
-        // holds a second accumulator: past 64 each (a 128 × 128 tile over two
-        // consumer warpgroups) it spills (ptxas: 888 bytes for ping-pong 128 × 128).
+        // The FP8 mainloop adds the tensor cores' partial sum of each 128 of K
+        // into the accumulator (in f32, scaled if blockwise) while the next
+        // one's wgmmas run (coda/fp8_promotion.hpp), so a thread holds two
+        // partial sums beside the accumulator: 3 × 64 registers in a 128 × 128
+        // tile over two consumer warpgroups, and CUTLASS's own FP8 mainloop,
+        // with one partial sum, already spills in ping-pong 128 × 128 (888 bytes).
         if a.is_fp8() && (self.schedule != Schedule::Cooperative || (self.tile_m, self.tile_n) != (128, 128)) {
             return Err(format!(
-                "8-bit operands take the cooperative schedule with a 128×128 tile (the FP8 mainloop's second \
-                 accumulator spills registers past that), not {}",
+                "8-bit operands take the cooperative schedule with a 128×128 tile (the FP8 mainloop's partial \
+                 sums spill registers past that), not {}",
                 self.name()
             ));
         }

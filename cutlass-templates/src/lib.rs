@@ -3,8 +3,9 @@
 //! so no path into a source checkout is needed once the crates are packaged.
 
 /// `(file name, contents)` of every header under `include/coda/`.
-pub const HEADERS: [(&str, &str); 7] = [
+pub const HEADERS: [(&str, &str); 8] = [
     ("colsum.hpp", include_str!("../include/coda/colsum.hpp")),
+    ("fp8_promotion.hpp", include_str!("../include/coda/fp8_promotion.hpp")),
     ("group.hpp", include_str!("../include/coda/group.hpp")),
     ("launch.h", include_str!("../include/coda/launch.h")),
     ("math.hpp", include_str!("../include/coda/math.hpp")),

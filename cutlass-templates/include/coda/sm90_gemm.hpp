@@ -59,6 +59,7 @@ inline CUresult call_cuTensorMapEncodeTiled<CUtensorMap*, CUtensorMapDataType, i
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
 #include "cutlass/util/packed_stride.hpp"
 
+#include "coda/fp8_promotion.hpp"
 #include "coda/launch.h"
 #include "coda/math.hpp"
 
@@ -88,7 +89,8 @@ struct Pingpong {
 // them, except the load pipeline's depth: `LoadStages` buffers for C and for
 // each tile input (the builder's `StagesC`), which Gemm chooses. A program
 // with group reductions names its own epilogue tile (one group of columns
-// wide, coda/group.hpp).
+// wide, coda/group.hpp), and so does a map program that fits a 64-column
+// one (coda_dsl::smem::subtile).
 template <class TileShape_, class Schedule, class ElementC, class ElementD, int LoadStages,
           class EpilogueTileType = cutlass::epilogue::collective::EpilogueTileAuto>
 struct EpilogueDescriptor : cutlass::epilogue::collective::detail::EpilogueDescriptor<
@@ -234,14 +236,18 @@ using WeightKN = cutlass::layout::RowMajor;
 
 // The GEMM's operands (coda_dsl::ir::Operands). bf16, or two 8-bit floats
 // (float_e4m3_t, float_e5m2_t) for which CUTLASS's FP8 mainloop adds the
-// tensor cores' partial sums into the f32 accumulator every 4 k-blocks (no
-// fast accumulation); per-tensor and per-row/column scales are epilogue inputs.
+// tensor cores' partial sums into the f32 accumulator every 128 of K (no
+// fast accumulation), with its consumer side replaced by one that keeps the
+// wgmmas in flight across those additions (coda/fp8_promotion.hpp);
+// per-tensor and per-row/column scales are epilogue inputs.
 template <class A, class B>
 struct PlainOperands {
   using ElementA = A;
   using ElementB = B;
   template <class Schedule>
   using KernelSchedule = typename Schedule::Kernel;
+  template <class Collective>
+  using Mainloop = cute::conditional_t<cutlass::sizeof_bits<A>::value == 8, PipelinedFp8Promotion<Collective, UnscaledPromotion>, Collective>;
   using GmemLayoutA = cutlass::layout::RowMajor;
   template <class LayoutB>
   using GmemLayoutB = LayoutB;
@@ -264,6 +270,8 @@ struct BlockwiseOperands {
   using KernelSchedule = cute::conditional_t<cute::is_same_v<Schedule, Cooperative>,
                                              cutlass::gemm::KernelTmaWarpSpecializedCooperativeFP8Blockwise,
                                              cutlass::gemm::KernelTmaWarpSpecializedPingpongFP8Blockwise>;
+  template <class Collective>
+  using Mainloop = PipelinedFp8Promotion<Collective, BlockwisePromotion>;
   using GmemLayoutA = cute::tuple<cutlass::layout::RowMajor, decltype(ScaleConfig::deduce_layoutSFA())>;
   template <class LayoutB>
   using GmemLayoutB = cute::tuple<LayoutB, decltype(ScaleConfig::deduce_layoutSFB())>;
@@ -333,7 +341,7 @@ struct Gemm {
   static constexpr int kLoadStages = deepest<Builder::StagesC>();
 
   using CollectiveEpilogue = EpilogueAt<kLoadStages>;
-  using CollectiveMainloop = typename MainloopAt<kLoadStages>::CollectiveOp;
+  using CollectiveMainloop = typename Operands::template Mainloop<typename MainloopAt<kLoadStages>::CollectiveOp>;
 
   using Kernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, CollectiveMainloop,
                                                       CollectiveEpilogue>;
