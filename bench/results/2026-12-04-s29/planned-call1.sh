@@ -10,8 +10,9 @@
 # FP8 GEMM (session 12's ncu-*.txt: 72% / 77% / 91% SM throughput).
 # (4) Session 28's planned evidence for issue H (planned-call3.sh), from
 # its second step on.
-# BIN layout in .device/bins.tar.xz: coda gpu gpu_user gpu_random
-# gpu_random_maps time_programs, plus the wheel .device/coda_rs-*.whl.
+# The binaries: scripts/device-pack.sh with EXTRA="gpu_random_maps=COPY",
+# COPY the gpu_random binary of a CODA_RANDOM_MAPS=1 CODA_RANDOM_PROGRAMS=8
+# build (see the script).
 set -uo pipefail
 t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
 rm -rf /tmp/b /tmp/o; mkdir -p /tmp/b /tmp/o
