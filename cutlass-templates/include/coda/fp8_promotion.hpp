@@ -130,14 +130,14 @@ struct PipelinedFp8Promotion : Base {
 
   // Issues one k-tile's wgmmas into `partial`, which they start from zero.
   template <class FragA, class FragB, class Partial>
-  CUTLASS_DEVICE static void issue(TiledMma& mma, FragA const& a, FragB const& b, Partial& partial) {
+  CUTLASS_DEVICE static void issue(TiledMma& tiled, FragA const& a, FragB const& b, Partial& partial) {
     cute::warpgroup_fence_operand(partial);
     cute::warpgroup_arrive();
-    mma.accumulate_ = cute::GMMA::ScaleOut::Zero;
+    tiled.accumulate_ = cute::GMMA::ScaleOut::Zero;
     CUTLASS_PRAGMA_UNROLL
     for (int k_block = 0; k_block < cute::size<2>(a); ++k_block) {
-      cute::gemm(mma, a(cute::_, cute::_, k_block), b(cute::_, cute::_, k_block), partial);
-      mma.accumulate_ = cute::GMMA::ScaleOut::One;
+      cute::gemm(tiled, a(cute::_, cute::_, k_block), b(cute::_, cute::_, k_block), partial);
+      tiled.accumulate_ = cute::GMMA::ScaleOut::One;
     }
     cute::warpgroup_commit_batch();
     cute::warpgroup_fence_operand(partial);
@@ -180,10 +180,11 @@ struct PipelinedFp8Promotion : Base {
       issue(tiled_mma, tCrA(_, _, _, stage), tCrB(_, _, _, stage), partial);
       ++read;
     };
-    // Adds a finished partial sum into the accumulator. The fences keep the additions after the wait before them and
-    // before the wgmmas after them: moved past the next wgmmas into
-    // `partial`, they would make the compiler copy `partial` while those are
-    // in flight, and ptxas serialize every wgmma (C7514).
+    // Adds a finished partial sum into the accumulator. The fences keep the
+    // additions after the wait before them and before the wgmmas after them:
+    // moved past the next wgmmas into `partial`, they would make the compiler
+    // copy `partial` while those are in flight, and ptxas serialize every
+    // wgmma (C7514).
     auto promote = [&](auto first, auto& partial, auto const& scales) {
       warpgroup_fence_operand(partial);
       warpgroup_fence_operand(accum);
