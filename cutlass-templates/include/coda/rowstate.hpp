@@ -227,7 +227,10 @@ struct RowLsePartials : PlainNode<RowLseArgs> {
             if ((i / 2) % 2 == row) m = detail::max_nan(m, v[i]);
           }
           float ref = isfinite(m) ? m * kLog2e : 0.f;
-          float s = se[e][row] * detail::ex2_ftz(rf[e][row] - ref);
+          // While the running max is −∞ nothing is summed and rf is a
+          // placeholder: 2^(0 − ref) overflows where the first finite max is
+          // below −88, and 0 · ∞ would make the partial NaN.
+          float s = mx[e][row] == -CUDART_INF_F ? 0.f : se[e][row] * detail::ex2_ftz(rf[e][row] - ref);
           CUTLASS_PRAGMA_UNROLL
           for (int i = 0; i < FragmentSize; ++i) {
             if ((i / 2) % 2 == row) s += detail::ex2_ftz(fmaf(v[i], kLog2e, -ref));
