@@ -1,8 +1,9 @@
 //! Fair kernel timing on one stream: CUDA events around `reps` back-to-back
 //! launches per sample, at least `warmup` of warm-up first (clocks settle
-//! under load), samples of the compared kernels interleaved (A, B, A, B, …),
-//! medians reported. Callers rotate inputs larger than the L2 through the
-//! launch index each closure receives.
+//! under load), samples of the compared kernels interleaved (A, B, C, then
+//! B, C, A, …: each round starts one kernel later, so that no kernel always
+//! follows the same one), medians reported. Callers rotate inputs larger
+//! than the L2 through the launch index each closure receives.
 
 use std::time::{Duration, Instant};
 
@@ -55,9 +56,9 @@ pub fn interleaved(
         }
     }
     let mut times = vec![Vec::with_capacity(samples); kernels.len()];
-    for _ in 0..samples {
-        for (k, t) in kernels.iter_mut().zip(&mut times) {
-            t.push(sample(k)?);
+    for round in 0..samples {
+        for i in round_order(round, kernels.len()) {
+            times[i].push(sample(&mut kernels[i])?);
         }
     }
     Ok(times
@@ -69,9 +70,37 @@ pub fn interleaved(
         .collect())
 }
 
+/// The kernels' order in sample round `round`: rotated by one each round.
+/// In a fixed order, two listings of one kernel in one search (different
+/// predecessors) differed by 12% at a power-capped shape (bench/NOTES.md,
+/// session 31).
+fn round_order(round: usize, n: usize) -> impl Iterator<Item = usize> {
+    (0..n).map(move |j| (round + j) % n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every round visits each kernel once; over `n` rounds each kernel
+    /// takes each position once.
+    #[test]
+    fn rounds_rotate() {
+        let n = 5;
+        let rounds: Vec<Vec<usize>> = (0..n).map(|r| round_order(r, n).collect()).collect();
+        assert_eq!(rounds[0], [0, 1, 2, 3, 4]);
+        assert_eq!(rounds[1], [1, 2, 3, 4, 0]);
+        for r in &rounds {
+            let mut sorted = r.clone();
+            sorted.sort();
+            assert_eq!(sorted, (0..n).collect::<Vec<_>>());
+        }
+        for pos in 0..n {
+            let mut at: Vec<usize> = rounds.iter().map(|r| r[pos]).collect();
+            at.sort();
+            assert_eq!(at, (0..n).collect::<Vec<_>>());
+        }
+    }
 
     /// No samples (the median would index an empty list) or no launches per
     /// sample (a time of 0 / 0) are refused.
