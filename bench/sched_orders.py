@@ -1,0 +1,52 @@
+#!/usr/bin/env python3
+"""Steady-state times of `coda-llama::matmul` in each swizzle and raster
+order beside cuBLAS (`F.linear`), at the given GEMM shapes (issue H: the
+heuristic's scheduler rule at large, power-capped grids, where a search's
+one-launch samples vary by ~10%; bench/NOTES.md, session 31).
+
+Launches through the wheel's low-level `_coda.launch` in the config the
+wheel has for `matmul` (ping-pong 128 x 128 1 x 2, variant 0), so each
+choice is fixed rather than the tuner's. Method: >= 1.5 s warm-up, then
+six rounds in which each variant runs back-to-back launches for ~150 ms
+between CUDA events, the variants interleaved and their order rotated each
+round, inputs rotated past the L2; median ms per launch, and its ratio to
+cuBLAS's. Needs the coda_rs wheel and a GPU.
+
+usage: sched_orders.py M,N,K [M,N,K ...]
+"""
+
+import statistics
+import sys
+import time
+
+import torch
+from coda_rs import _coda
+
+CHOICES = [("s1 auto", (0, 1, 0)), ("s1 M", (0, 1, 1)), ("s1 N", (0, 1, 2)), ("s8 M", (0, 8, 1)), ("s8 N", (0, 8, 2)), ("s4 M", (0, 4, 1)), ("s4 N", (0, 4, 2))]
+for s in sys.argv[1:]:
+    m, n, k = map(int, s.split(","))
+    per = (m * k + n * k) * 2
+    sets = max(1, -(-200_000_000 // per))
+    ops = [(torch.randn(m, k, device="cuda", dtype=torch.bfloat16), torch.randn(n, k, device="cuda", dtype=torch.bfloat16)) for _ in range(sets)]
+    d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    fns = [(name, (lambda c: lambda i: _coda.launch("coda-llama::matmul", 0, c, *ops[i % sets], [d], []))(c)) for name, c in CHOICES]
+    fns.append(("cublas", lambda i: torch.nn.functional.linear(*ops[i % sets])))
+    reps = max(1, int(0.15 / (2 * m * n * k / 6.5e14)))
+    t0 = time.time(); i = 0
+    while time.time() - t0 < 1.5:
+        for _, f in fns:
+            f(i); i += 1
+    torch.cuda.synchronize()
+    ms = {name: [] for name, _ in fns}
+    for r in range(6):
+        order = fns[r % len(fns):] + fns[:r % len(fns)]
+        for name, f in order:
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            for _ in range(reps):
+                f(i); i += 1
+            b.record(); b.synchronize()
+            ms[name].append(a.elapsed_time(b) / reps)
+    cb = statistics.median(ms["cublas"])
+    print(f"M={m} N={n} K={k} (reps {reps}): " + ", ".join(f"{name} {statistics.median(v):.4f} ({statistics.median(v) / cb:.3f})" for name, v in ms.items()), flush=True)
+    del ops, d
