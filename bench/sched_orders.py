@@ -8,13 +8,14 @@ Launches through the wheel's low-level `_coda.launch` in the config the
 wheel has for `matmul` (ping-pong 128 x 128 1 x 2, variant 0), so each
 choice is fixed rather than the tuner's. Method: >= 1.5 s warm-up, then
 six rounds in which each variant runs back-to-back launches for ~150 ms
-between CUDA events, the variants interleaved and their order rotated each
+between CUDA events, the variants interleaved in a fresh random order each
 round, inputs rotated past the L2; median ms per launch, and its ratio to
 cuBLAS's. Needs the coda_rs wheel and a GPU.
 
 usage: sched_orders.py M,N,K [M,N,K ...]
 """
 
+import random
 import statistics
 import sys
 import time
@@ -38,8 +39,9 @@ for s in sys.argv[1:]:
             f(i); i += 1
     torch.cuda.synchronize()
     ms = {name: [] for name, _ in fns}
+    rng = random.Random(31)
     for r in range(6):
-        order = fns[r % len(fns):] + fns[:r % len(fns)]
+        order = rng.sample(fns, len(fns))  # a fresh order each round: no fixed predecessor
         for name, f in order:
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             a.record()

@@ -1,9 +1,10 @@
 //! Fair kernel timing on one stream: CUDA events around `reps` back-to-back
 //! launches per sample, at least `warmup` of warm-up first (clocks settle
-//! under load), samples of the compared kernels interleaved (A, B, C, then
-//! B, C, A, …: each round starts one kernel later, so that no kernel always
-//! follows the same one), medians reported. Callers rotate inputs larger
-//! than the L2 through the launch index each closure receives.
+//! under load), samples of the compared kernels interleaved, each round in
+//! the next order of a Williams design (a balanced Latin square: over its
+//! rounds every kernel follows every other equally often, so no kernel's
+//! samples always follow the same kernel), medians reported. Callers rotate
+//! inputs larger than the L2 through the launch index each closure receives.
 
 use std::time::{Duration, Instant};
 
@@ -70,35 +71,50 @@ pub fn interleaved(
         .collect())
 }
 
-/// The kernels' order in sample round `round`: rotated by one each round.
-/// In a fixed order, two listings of one kernel in one search (different
-/// predecessors) differed by 12% at a power-capped shape (bench/NOTES.md,
-/// session 31).
+/// The kernels' order in sample round `round`: row `round` of a Williams
+/// design for `n` kernels (n rows for even n, 2n for odd, then again). Row
+/// 0 is 0, 1, n−1, 2, n−2, …; row r adds r (mod n); for odd n the rows
+/// from n on are the first n reversed. In a fixed order two listings of one
+/// kernel in one search (different predecessors) differed by 12% at a
+/// power-capped shape (bench/NOTES.md, session 31).
 fn round_order(round: usize, n: usize) -> impl Iterator<Item = usize> {
-    (0..n).map(move |j| (round + j) % n)
+    let rows = if n % 2 == 0 { n } else { 2 * n };
+    let row = round % rows.max(1);
+    let (shift, reversed) = (row % n.max(1), row >= n);
+    let first = move |j: usize| if j % 2 == 1 { j.div_ceil(2) } else { (n - j / 2) % n };
+    (0..n).map(move |j| (first(if reversed { n - 1 - j } else { j }) + shift) % n)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Every round visits each kernel once; over `n` rounds each kernel
-    /// takes each position once.
+    /// Every round visits each kernel once, and over a design's rounds
+    /// each kernel follows each other equally often (once for even n, twice
+    /// for odd n over 2n rounds).
     #[test]
-    fn rounds_rotate() {
-        let n = 5;
-        let rounds: Vec<Vec<usize>> = (0..n).map(|r| round_order(r, n).collect()).collect();
-        assert_eq!(rounds[0], [0, 1, 2, 3, 4]);
-        assert_eq!(rounds[1], [1, 2, 3, 4, 0]);
-        for r in &rounds {
-            let mut sorted = r.clone();
-            sorted.sort();
-            assert_eq!(sorted, (0..n).collect::<Vec<_>>());
-        }
-        for pos in 0..n {
-            let mut at: Vec<usize> = rounds.iter().map(|r| r[pos]).collect();
-            at.sort();
-            assert_eq!(at, (0..n).collect::<Vec<_>>());
+    fn rounds_balance_predecessors() {
+        assert_eq!(round_order(0, 4).collect::<Vec<_>>(), [0, 1, 3, 2]);
+        assert_eq!(round_order(1, 4).collect::<Vec<_>>(), [1, 2, 0, 3]);
+        assert_eq!(round_order(0, 1).collect::<Vec<_>>(), [0]);
+        for n in 1..=13 {
+            let rows = if n % 2 == 0 { n } else { 2 * n };
+            let mut follows = vec![vec![0; n]; n];
+            for r in 0..rows {
+                let order: Vec<usize> = round_order(r, n).collect();
+                let mut sorted = order.clone();
+                sorted.sort();
+                assert_eq!(sorted, (0..n).collect::<Vec<_>>(), "n = {n}, round {r}");
+                for w in order.windows(2) {
+                    follows[w[1]][w[0]] += 1;
+                }
+            }
+            let want = if n % 2 == 0 { 1 } else { 2 };
+            for (b, row) in follows.iter().enumerate() {
+                for (a, &count) in row.iter().enumerate() {
+                    assert_eq!(count, if a == b { 0 } else { want }, "n = {n}: {b} after {a}");
+                }
+            }
         }
     }
 
