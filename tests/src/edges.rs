@@ -1,7 +1,7 @@
 //! Numerical edge cases on the GPU, each against the interpreter: the
 //! special-function maps over wide ranges (their measured errors) and over
 //! IEEE special values, and `row_lse` with its finisher on rows of −∞, ±1e4,
-//! a single finite column, NaN and +∞.
+//! a single finite column, NaN and +∞, and maxima up to ±f32::MAX.
 
 use std::collections::HashMap;
 
@@ -160,6 +160,22 @@ pub fn lse_case(stream: &Stream, seed: u64) -> Result<Report, Error> {
     }
     x[row(8)].fill(f32::NEG_INFINITY); // −∞ first, then one finite column below −88
     x[8 * n + 517] = -200.0;
+    // Maxima whose f32 product with log2 e rounds by more than 128 (from
+    // ~1.5e9 up) or overflows: a fill of −1e10, the bf16 minimum (a masking
+    // fill) with a few finite columns last, ±f32::MAX, and both sides of 2^30,
+    // where the online step changes its form.
+    x[row(9)].fill(-1e10);
+    x[row(10)].fill(-3.3895314e38);
+    for v in &mut x[10 * n + 580..11 * n] {
+        *v = rng.uniform(-3.0, 3.0) as f32;
+    }
+    let two30 = 1_073_741_824f32;
+    let below = |v: f32| f32::from_bits(v.to_bits() - 1); // the next f32 toward 0
+    for (r, (a, b)) in [(11, (f32::MAX, -f32::MAX)), (12, (two30, below(two30))), (13, (below(two30), below(below(two30))))] {
+        for (c, v) in x[row(r)].iter_mut().enumerate() {
+            *v = if c % 2 == 0 { a } else { b };
+        }
+    }
     let tx = Tensor::from_host(stream, &x, &[m, n])?;
     let mut partials = LsePartials::new();
     let mut lse = Tensor::<f32>::zeros(stream, &[m])?;
@@ -186,14 +202,19 @@ pub fn lse_case(stream: &Stream, seed: u64) -> Result<Report, Error> {
     let bf16_path = interp::evaluate(&program, m, n, &inputs, Precision::Bf16Unfused).expect("inputs match");
     let lse_of = |o: &HashMap<String, Vec<f64>>| interp::lse_from_partials(&o["l"], n_tiles);
     let lse_got: Vec<f64> = got[1].iter().map(|&v| v as f64).collect();
-    // The ±1e4 row (1) and the row near −1000 (7) apart: there the f32
-    // store's spacing (~1e-3, ~6e-5) is the error, which the bf16 path, left
-    // in f64, does not have; each is asserted below within two spacings.
-    let but_rows = |v: Vec<f64>| -> Vec<f64> { v.into_iter().enumerate().filter(|(r, _)| ![1, 7].contains(r)).map(|(_, x)| x).collect() };
+    // The rows of large values (1, 7, 9, 11–13) apart: there the f32 store's
+    // spacing (~1e-3 at 1e4, ~6e-5 at 1000, up to 2^104) is the error, which
+    // the bf16 path, left in f64, does not have; each is asserted below
+    // within two spacings.
+    let large = [1, 7, 9, 11, 12, 13];
+    let but_large = |v: Vec<f64>| -> Vec<f64> { v.into_iter().enumerate().filter(|(r, _)| !large.contains(r)).map(|(_, x)| x).collect() };
     let checks = vec![
         Check::new("lse partials", &interp::lse_partials_from_device(&got[0], m_pad, n_tiles, &rows), &bf16_path["l"], &reference["l"]),
-        Check::new("lse (aux), all rows but rows 1 and 7", &but_rows(lse_got.clone()), &but_rows(lse_of(&bf16_path)), &but_rows(lse_of(&reference))),
+        Check::new("lse (aux), all rows but 1, 7, 9, 11-13", &but_large(lse_got.clone()), &but_large(lse_of(&bf16_path)), &but_large(lse_of(&reference))),
     ];
+    let two_spacings = |v: f64| 2.0 * 2f64.powi(v.abs().log2().floor() as i32 - 23);
+    // Half the columns at `max`, half at `other`.
+    let halves = |max: f32, other: f32| max as f64 + (300.0 * (1.0 + (other as f64 - max as f64).exp())).ln();
     // The special rows' lse values themselves.
     let expect = [
         ("all −∞", f64::NEG_INFINITY, 0.0),
@@ -205,6 +226,11 @@ pub fn lse_case(stream: &Stream, seed: u64) -> Result<Report, Error> {
         ("−∞ and one +∞", f64::INFINITY, 0.0),
         ("all below −88", lse_of(&reference)[7], 1.2e-4), // just under two f32 spacings (2⁻¹⁴) at ~1000
         ("−∞ and one −200", -200.0, 1e-4),
+        ("all −1e10", -1e10 + 600f64.ln(), two_spacings(1e10)),
+        ("bf16 minimum, then 20 finite columns", lse_of(&reference)[10], 1e-4),
+        ("±f32::MAX", halves(f32::MAX, -f32::MAX), two_spacings(f32::MAX as f64)),
+        ("2^30 and the f32 below", halves(two30, below(two30)), two_spacings(two30 as f64)),
+        ("the two f32 below 2^30", halves(below(two30), below(below(two30))), two_spacings(below(two30) as f64)),
     ];
     let asserts = expect
         .iter()
