@@ -4,9 +4,12 @@ order beside cuBLAS (`F.linear`), at the given GEMM shapes (issue H: the
 heuristic's scheduler rule at large, power-capped grids, where a search's
 one-launch samples vary by ~10%; bench/NOTES.md, session 31).
 
-Launches through the wheel's low-level `_coda.launch` in the config the
-wheel has for `matmul` (ping-pong 128 x 128 1 x 2, variant 0), so each
-choice is fixed rather than the tuner's. Method: >= 1.5 s warm-up, then
+Launches through the wheel's low-level `_coda.launch` in each config the
+wheel has for `matmul` (ping-pong 128 x 128 1 x 2 and cooperative 128 x
+256 1 x 1, the default set a user's program gets), so each choice is fixed
+rather than the tuner's; the launch plan's own choice (`_coda.plan`: the
+shipped search where it has the shape, else the heuristic) is printed
+beside them. Method: >= 1.5 s warm-up, then
 six rounds in which each variant runs back-to-back launches for ~150 ms
 between CUDA events, the variants interleaved in a fresh random order each
 round, inputs rotated past the L2; median ms per launch, and its ratio to
@@ -23,14 +26,19 @@ import time
 import torch
 from coda_rs import _coda
 
-CHOICES = [("s1 auto", (0, 1, 0)), ("s1 M", (0, 1, 1)), ("s1 N", (0, 1, 2)), ("s8 M", (0, 8, 1)), ("s8 N", (0, 8, 2)), ("s4 M", (0, 4, 1)), ("s4 N", (0, 4, 2))]
+PROGRAM = "coda-llama::matmul"
+CONFIGS = _coda.program_info(PROGRAM)["configs"]
+ORDERS = [("s1 auto", 1, 0), ("s1 M", 1, 1), ("s1 N", 1, 2), ("s8 M", 8, 1), ("s8 N", 8, 2), ("s4 M", 4, 1), ("s4 N", 4, 2)]
+CHOICES = [(f"{cfg} {name}", (v, sw, r)) for v, cfg in enumerate(CONFIGS) for name, sw, r in ORDERS]
 for s in sys.argv[1:]:
     m, n, k = map(int, s.split(","))
     per = (m * k + n * k) * 2
     sets = max(1, -(-200_000_000 // per))
     ops = [(torch.randn(m, k, device="cuda", dtype=torch.bfloat16), torch.randn(n, k, device="cuda", dtype=torch.bfloat16)) for _ in range(sets)]
     d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-    fns = [(name, (lambda c: lambda i: _coda.launch("coda-llama::matmul", 0, c, *ops[i % sets], [d], []))(c)) for name, c in CHOICES]
+    (pv, psw, pr), _ = _coda.plan(PROGRAM, 0, list(ops[0]))
+    print(f"M={m} N={n} K={k}: the launch plan's choice {CONFIGS[pv]} swizzle {psw} raster {['auto', 'M', 'N'][pr]}", flush=True)
+    fns = [(name, (lambda c: lambda i: _coda.launch(PROGRAM, 0, c, *ops[i % sets], [d], []))(c)) for name, c in CHOICES]
     fns.append(("cublas", lambda i: torch.nn.functional.linear(*ops[i % sets])))
     reps = max(1, int(0.15 / (2 * m * n * k / 6.5e14)))
     t0 = time.time(); i = 0

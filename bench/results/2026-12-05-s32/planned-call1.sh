@@ -8,8 +8,8 @@
 # row near -1000's assertion, not yet run), gpu_user, gpu_random; the main
 # job. (2) What the change costs: the LM-head programs in time_programs and
 # softcap_lse in coda bench, old and new builds alternated twice (ratios to
-# cuBLASLt of the same run). (3) matmul's scheduler orders in steady state
-# (session 31's planned call 3, part 2).
+# cuBLASLt of the same run). (3) matmul's scheduler orders in steady state,
+# both configs of the default set (session 31's planned call 3, part 2).
 set -uo pipefail
 t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
 o=$OUT/call1; rm -rf /tmp/b /tmp/py; mkdir -p /tmp/b /tmp/py "$o"
