@@ -345,6 +345,10 @@ pub fn check_args(
                 format!("a half-width output needs 16-byte rows: N / 2 = {} {:?} elements is not", n / 2, t.dtype),
             ));
         }
+        // The pair store (coda/pairwise.hpp) indexes an output's 2N columns as a C++ int.
+        if p.shape == Shape::DoubleTile && p.output && n > i32::MAX as usize / 2 {
+            return Err(Error::arg(p.name, format!("an [M, 2N] output needs 2N ≤ 2^31 − 1 (32-bit column indices): N = {n} is over 2^30 − 1")));
+        }
         if p.shape == Shape::Tile && n * t.dtype.bytes() % 16 != 0 {
             return Err(Error::arg(p.name, format!("a tile needs 16-byte rows (TMA): N = {n} {:?} elements is not", t.dtype)));
         }

@@ -342,3 +342,44 @@ fn fp8_operands_scales_and_rows() {
         "launch it with `launch`",
     );
 }
+
+/// A pair program's `[M, 2N]` output: its 2N columns are 32-bit indices in
+/// the pair store, so N = 2^30 is refused, naming the output, and
+/// N = 2^30 − 8 (a multiple of 8) passes; a `[M, 2N]` input is read as N
+/// 32-bit words and has no such limit.
+#[test]
+fn pair_outputs_keep_two_n_in_32_bits() {
+    const P: &[ParamInfo] = &[ParamInfo { name: "pairs", shape: Shape::DoubleTile, dtype: DType::Bf16, output: true }];
+    const Q: &[ParamInfo] = &[ParamInfo { name: "pairs", shape: Shape::DoubleTile, dtype: DType::Bf16, output: false }];
+    // SAFETY: never launched.
+    const V: &[Variant] = &[unsafe { Variant::new(OWN, "test", "", never_run, never_size) }];
+    // SAFETY: never launched.
+    static OUT: Kernel = unsafe { Kernel::new("coda-test::pairs_out", BLayout::Nk, false, P, &[], V, "none", Work::ZERO) };
+    // SAFETY: never launched.
+    static IN: Kernel = unsafe { Kernel::new("coda-test::pairs_in", BLayout::Nk, false, Q, &[], V, "none", Work::ZERO) };
+    let check = |kernel: &Kernel, n: usize| {
+        let (m, k) = (1, 8);
+        let desc = |name, dims: Vec<usize>, address, output| (name, dims, address, output);
+        let args = [desc("a", vec![m, k], 0x1000_0000u64, false), desc("b", vec![n, k], 0x2000_0000, false), desc("pairs", vec![m, 2 * n], 0x10_0000_0000, kernel.params()[0].output)];
+        let descs: Vec<ArgDesc<'_>> = args
+            .iter()
+            .map(|(name, dims, address, output)| ArgDesc {
+                name,
+                dtype: DType::Bf16,
+                dims,
+                address: *address,
+                bytes: dims.iter().product::<usize>() * 2,
+                ordinal: 0,
+                on_stream: true,
+                output: *output,
+            })
+            .collect();
+        check_args(kernel, &OWN, 0, &descs[0], &descs[1], None, &descs[2..], 0)
+    };
+    match check(&OUT, 1 << 30) {
+        Err(Error::Arg { name, rule }) => assert!(name == "pairs" && rule.contains("2N ≤ 2^31 − 1"), "{name}: {rule}"),
+        other => panic!("expected `pairs` refused, got {other:?}"),
+    }
+    assert_eq!(check(&OUT, (1 << 30) - 8).unwrap(), Problem { m: 1, n: (1 << 30) - 8, k: 8 });
+    assert_eq!(check(&IN, 1 << 30).unwrap(), Problem { m: 1, n: 1 << 30, k: 8 });
+}
