@@ -271,7 +271,30 @@ pub fn gemm_problem(kernel: &Kernel, a: &ArgDesc, b: &ArgDesc) -> Result<Problem
             return Err(Error::arg(if dim == "N" { "b" } else { "a" }, format!("{dim} = {v} exceeds 2^31 - 1")));
         }
     }
+    // CUTLASS's mainloop counts K's tiles as (K + tile_k − 1) / tile_k in 32 bits (tile_k ≤ 128).
+    if k > i32::MAX as usize - 127 {
+        return Err(Error::arg("a", format!("K = {k} must be ≤ 2^31 − 128 (the mainloop counts its k-tiles in 32 bits)")));
+    }
     Ok(Problem { m, n, k })
+}
+
+/// The output tiles of an `m × n` problem in `config` within what CUTLASS's
+/// tile scheduler and the epilogues count in 32 bits: the tiles along each
+/// side, padded to the cluster times the largest swizzle (8), their product,
+/// and their rows and columns (tile index × tile size). The rule in words
+/// when they are not.
+pub(crate) fn check_grid(config: &Config, m: usize, n: usize) -> Result<(), String> {
+    let padded = |x: usize, tile: usize, cluster: usize| x.div_ceil(tile).div_ceil(8 * cluster) * 8 * cluster;
+    let (tm, tn) = (padded(m, config.tile_m, config.cluster_m), padded(n, config.tile_n, config.cluster_n));
+    let max = i32::MAX as usize;
+    if tm * config.tile_m > max || tn * config.tile_n > max || tm * tn > max {
+        return Err(format!(
+            "M = {m} and N = {n} make {tm} × {tn} tiles of {}×{} (padded to the cluster and swizzle): the tiles, and their rows \
+             and columns, must each stay within 2^31 − 1 (the tile scheduler counts in 32 bits)",
+            config.tile_m, config.tile_n
+        ));
+    }
+    Ok(())
 }
 
 /// The dims of blockwise scales for an `m × n × k` GEMM: `a_scale`
@@ -305,6 +328,7 @@ pub fn check_args(
     }
     let prob = gemm_problem(kernel, a, b)?;
     let Problem { m, n, .. } = prob;
+    check_grid(config, m, n).map_err(|rule| Error::arg("a", rule))?;
     match (kernel.operands().scale, scales) {
         (OperandScale::Blockwise, None) => {
             return Err(Error::arg(kernel.name, "takes blockwise operand scales: launch it with `launch_scaled`"));
@@ -355,6 +379,10 @@ pub fn check_args(
         let (want, rule) = expected_dims(p.shape, m, n, config.tile_m, config.tile_n)?;
         if t.dims != want.as_slice() {
             return Err(Error::arg(p.name, format!("shape {} must be {rule}", dims_str(t.dims))));
+        }
+        // Row partials go through CUTLASS's column reduction, which indexes them in 32 bits.
+        if p.shape == Shape::RowPartial && want.iter().product::<usize>() > i32::MAX as usize {
+            return Err(Error::arg(p.name, format!("{rule} holds over 2^31 − 1 partials (indexed in 32 bits): split the rows")));
         }
     }
     // The sealed tensor types keep these equal; checked because the launchers trust them.
@@ -547,6 +575,7 @@ impl Kernel {
         if m.max(n) > i32::MAX as usize {
             return Err(Error::arg(self.params[tile.unwrap_or(0)].name, format!("M = {m} and N = {n} must be ≤ 2^31 − 1")));
         }
+        check_grid(&choice.config, m, n).map_err(|rule| Error::arg(self.params[tile.unwrap_or(0)].name, rule))?;
         let zeros = stream.zero_operand(m.max(n) * k)?;
         let operand = |dims: Vec<usize>| Meta {
             dtype: DType::Bf16,

@@ -46,8 +46,13 @@ const NAMES: [&str; 7] = ["a", "b", "z", "gamma", "h", "u", "sq"];
 
 /// A valid launch at M = 1000, N = 520, K = 264; each test breaks one thing.
 fn valid() -> Case {
-    let (m, n, k) = (1000, 520, 264);
-    let dims = vec![vec![m, k], vec![n, k], vec![m, n], vec![n], vec![m, n], vec![m, n], vec![3, 1024]];
+    sized(1000, 520, 264)
+}
+
+/// The program's arguments at M, N, K, each of its rule's shape (`sq`: the
+/// own config's 128 × 256 tiles), laid out one after another.
+fn sized(m: usize, n: usize, k: usize) -> Case {
+    let dims = vec![vec![m, k], vec![n, k], vec![m, n], vec![n], vec![m, n], vec![m, n], vec![n.div_ceil(256), m.div_ceil(128) * 128]];
     let mut addrs = vec![];
     let mut next = 0x1000_0000u64;
     for (d, t) in dims.iter().zip([2, 2, 2, 2, 2, 2, 4]) {
@@ -382,4 +387,52 @@ fn pair_outputs_keep_two_n_in_32_bits() {
     }
     assert_eq!(check(&OUT, (1 << 30) - 8).unwrap(), Problem { m: 1, n: (1 << 30) - 8, k: 8 });
     assert_eq!(check(&IN, 1 << 30).unwrap(), Problem { m: 1, n: 1 << 30, k: 8 });
+}
+
+/// What CUTLASS counts in 32 bits, refused before a launch: K's tiles (K
+/// up to 2^31 − 128), the output tiles padded to the cluster and swizzle
+/// and their rows (M = 2^31 − 1 would make 2^24 tiles of 128 rows, 2^31
+/// rows), their count (2^16 × 32776 tiles), and the row partials of CUTLASS's
+/// column reduction (`sq`: 32769 × 65536); each just inside its limit passes.
+#[test]
+fn counts_kept_in_32_bits_are_refused_past_their_limits() {
+    let check = |(m, n, k): (usize, usize, usize)| run(&sized(m, n, k));
+    let limit = (1usize << 31) - 128;
+    assert_eq!(check((8, 8, limit)).unwrap(), Problem { m: 8, n: 8, k: limit });
+    let rule = |r: Result<Problem, Error>| match r {
+        Err(Error::Arg { name, rule }) => (name, rule),
+        other => panic!("expected a refusal, got {other:?}"),
+    };
+    let (name, r) = rule(check((8, 8, limit + 8)));
+    assert!(name == "a" && r.contains("K = 2147483528 must be ≤ 2^31 − 128"), "{name}: {r}");
+    for (m, n) in [((1 << 31) - 1, 8), ((1 << 31) - 8, 8), (1 << 23, (1 << 23) + 1024)] {
+        let (name, r) = rule(check((m, n, 8)));
+        assert!(name == "a" && r.contains("the tile scheduler counts in 32 bits"), "M = {m}, N = {n}: {name}: {r}");
+    }
+    // Below the grid's limits `sq` is over its own: a program with one tile output.
+    const H: &[ParamInfo] = &[ParamInfo { name: "h", shape: Shape::Tile, dtype: DType::Bf16, output: true }];
+    // SAFETY: never launched.
+    static TILE_OUT: Kernel = unsafe { Kernel::new("coda-test::tile_out", BLayout::Nk, false, H, &[], VARIANTS, "none", Work::ZERO) };
+    let tile_out = |(m, n): (usize, usize)| {
+        let dims = [vec![m, 8], vec![n, 8], vec![m, n]];
+        let mut address = 0x1000_0000u64;
+        let descs: Vec<ArgDesc<'_>> = dims
+            .iter()
+            .zip(["a", "b", "h"])
+            .map(|(dims, name)| {
+                let bytes = dims.iter().product::<usize>() * 2;
+                let d = ArgDesc { name, dtype: DType::Bf16, dims, address, bytes, ordinal: 0, on_stream: true, output: name == "h" };
+                address = (address + bytes as u64).div_ceil(256) * 256;
+                d
+            })
+            .collect();
+        check_args(&TILE_OUT, &OWN, 0, &descs[0], &descs[1], None, &descs[2..], 0)
+    };
+    assert!(tile_out(((1 << 31) - 8192, 8)).is_ok(), "2^24 − 64 tiles of 128 rows");
+    assert!(tile_out((1 << 23, (1 << 23) - 2048)).is_ok(), "2^16 × 32760 tiles");
+    let (name, r) = rule(tile_out((1 << 23, (1 << 23) + 1024)));
+    assert!(name == "a" && r.contains("65536 × 32776 tiles"), "{name}: {r}");
+    let (name, r) = rule(check((1 << 16, (1 << 23) + 256, 8)));
+    assert!(name == "sq" && r.contains("over 2^31 − 1 partials"), "{name}: {r}");
+    assert!(check((1 << 16, (1 << 23) - 256, 8)).is_ok(), "32767 × 65536 partials");
 }
