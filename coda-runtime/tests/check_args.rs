@@ -94,6 +94,20 @@ fn descs(c: &Case) -> Vec<ArgDesc<'_>> {
         .collect()
 }
 
+/// Arguments `(name, dtype, dims, output)` on device 0 and the launch
+/// stream, laid out one after another (256-byte aligned), spanning their shapes.
+fn laid_out<'a>(args: &'a [(&'a str, DType, Vec<usize>, bool)]) -> Vec<ArgDesc<'a>> {
+    let mut address = 0x1000_0000u64;
+    args.iter()
+        .map(|(name, dtype, dims, output)| {
+            let bytes = dims.iter().product::<usize>() * dtype.bytes();
+            let d = ArgDesc { name, dtype: *dtype, dims, address, bytes, ordinal: 0, on_stream: true, output: *output };
+            address = (address + bytes as u64).div_ceil(256) * 256;
+            d
+        })
+        .collect()
+}
+
 fn refused(c: &Case, name: &str, rule: &str) {
     match run(c) {
         Err(Error::Arg { name: n, rule: r }) => {
@@ -299,26 +313,13 @@ fn fp8_operands_scales_and_rows() {
     static K: Kernel = unsafe { Kernel::new("coda-test::fp8", BLayout::Nk, false, Q, &[], V, "none", Work::ZERO) };
     assert_eq!(K.operands(), FP8.operands);
     let check = |(m, n, k): (usize, usize, usize), a: DType, scales: Option<([usize; 2], [usize; 2])>| {
-        let d = |name, dtype, dims: Vec<usize>, address, output| (name, dtype, dims, address, output);
-        let mut args = vec![d("a", a, vec![m, k], 0x1000_0000u64, false), d("b", DType::E4m3, vec![n, k], 0x2000_0000, false)];
+        let mut args = vec![("a", a, vec![m, k], false), ("b", DType::E4m3, vec![n, k], false)];
         if let Some((sa, sb)) = scales {
-            args.push(d("a_scale", DType::F32, sa.to_vec(), 0x3000_0000, false));
-            args.push(d("b_scale", DType::F32, sb.to_vec(), 0x4000_0000, false));
+            args.push(("a_scale", DType::F32, sa.to_vec(), false));
+            args.push(("b_scale", DType::F32, sb.to_vec(), false));
         }
-        args.push(d("q", DType::E4m3, vec![m, n], 0x5000_0000, true));
-        let descs: Vec<ArgDesc> = args
-            .iter()
-            .map(|(name, dtype, dims, address, output)| ArgDesc {
-                name,
-                dtype: *dtype,
-                dims,
-                address: *address,
-                bytes: dims.iter().product::<usize>() * dtype.bytes(),
-                ordinal: 0,
-                on_stream: true,
-                output: *output,
-            })
-            .collect();
+        args.push(("q", DType::E4m3, vec![m, n], true));
+        let descs = laid_out(&args);
         let n_ops = if scales.is_some() { 4 } else { 2 };
         let scales = scales.map(|_| [&descs[2], &descs[3]]);
         check_args(&K, &FP8, 0, &descs[0], &descs[1], scales, &descs[n_ops..], 0)
@@ -363,22 +364,12 @@ fn pair_outputs_keep_two_n_in_32_bits() {
     // SAFETY: never launched.
     static IN: Kernel = unsafe { Kernel::new("coda-test::pairs_in", BLayout::Nk, false, Q, &[], V, "none", Work::ZERO) };
     let check = |kernel: &Kernel, n: usize| {
-        let (m, k) = (1, 8);
-        let desc = |name, dims: Vec<usize>, address, output| (name, dims, address, output);
-        let args = [desc("a", vec![m, k], 0x1000_0000u64, false), desc("b", vec![n, k], 0x2000_0000, false), desc("pairs", vec![m, 2 * n], 0x10_0000_0000, kernel.params()[0].output)];
-        let descs: Vec<ArgDesc<'_>> = args
-            .iter()
-            .map(|(name, dims, address, output)| ArgDesc {
-                name,
-                dtype: DType::Bf16,
-                dims,
-                address: *address,
-                bytes: dims.iter().product::<usize>() * 2,
-                ordinal: 0,
-                on_stream: true,
-                output: *output,
-            })
-            .collect();
+        let args = [
+            ("a", DType::Bf16, vec![1, 8], false),
+            ("b", DType::Bf16, vec![n, 8], false),
+            ("pairs", DType::Bf16, vec![1, 2 * n], kernel.params()[0].output),
+        ];
+        let descs = laid_out(&args);
         check_args(kernel, &OWN, 0, &descs[0], &descs[1], None, &descs[2..], 0)
     };
     match check(&OUT, 1 << 30) {
@@ -414,18 +405,8 @@ fn counts_kept_in_32_bits_are_refused_past_their_limits() {
     // SAFETY: never launched.
     static TILE_OUT: Kernel = unsafe { Kernel::new("coda-test::tile_out", BLayout::Nk, false, H, &[], VARIANTS, "none", Work::ZERO) };
     let tile_out = |(m, n): (usize, usize)| {
-        let dims = [vec![m, 8], vec![n, 8], vec![m, n]];
-        let mut address = 0x1000_0000u64;
-        let descs: Vec<ArgDesc<'_>> = dims
-            .iter()
-            .zip(["a", "b", "h"])
-            .map(|(dims, name)| {
-                let bytes = dims.iter().product::<usize>() * 2;
-                let d = ArgDesc { name, dtype: DType::Bf16, dims, address, bytes, ordinal: 0, on_stream: true, output: name == "h" };
-                address = (address + bytes as u64).div_ceil(256) * 256;
-                d
-            })
-            .collect();
+        let args = [("a", DType::Bf16, vec![m, 8], false), ("b", DType::Bf16, vec![n, 8], false), ("h", DType::Bf16, vec![m, n], true)];
+        let descs = laid_out(&args);
         check_args(&TILE_OUT, &OWN, 0, &descs[0], &descs[1], None, &descs[2..], 0)
     };
     assert!(tile_out(((1 << 31) - 8192, 8)).is_ok(), "2^24 − 64 tiles of 128 rows");
