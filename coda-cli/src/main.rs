@@ -206,7 +206,7 @@ fn bench(quick: bool, part: Part, json: Option<PathBuf>, svg: Option<PathBuf>, p
     if program.is_some() && part != Part::Untuned {
         return Err("--program picks programs of the untuned suite: use it with --part untuned".into());
     }
-    let programs = picked(coda_user_programs::all(), |p| p.0, program, "--program")?;
+    let programs = picked(coda_user_programs::all(), |p| p.1.name(), program, "--program")?;
     let llama = part != Part::Untuned;
     let untuned = part != Part::Llama;
     let total = if llama { plan.rows() } else { 0 } + if untuned { programs.len() * plan.op_sizes.len() } else { 0 };
@@ -255,21 +255,20 @@ fn emit(file: &PathBuf, program: Option<&str>, config: Option<&str>, package: &s
     let config = config.map(Config::from_name).transpose()?;
     let programs = coda_runtime::dsl::lower_file_variants(&ast, |_| config.into_iter().collect())
         .map_err(|e| coda_codegen::build::render(file, &src, &e))?;
-    let mut shown = 0;
-    for (variants, dropped) in programs {
+    // Named as a linked program is (`package::name`), so that `--program`
+    // picks as `inspect` and `tune` do.
+    let named = programs.into_iter().map(|(variants, dropped)| (format!("{package}::{}", variants[0].name), variants, dropped)).collect();
+    let picked = picked(named, |p: &(String, _, _)| p.0.as_str(), program, "--program")?;
+    if picked.is_empty() {
+        return Err(format!("no `#[coda::epilogue]` program in {}", file.display()));
+    }
+    for (_, variants, dropped) in picked {
         let own = &variants[0];
-        if program.is_some_and(|p| p != own.name) {
-            continue;
-        }
         if let Some((c, why)) = dropped.first() {
             return Err(format!("{} cannot take {}: {why}", own.name, c.name()));
         }
         let p = if config.is_some() { variants.last().expect("the own config") } else { own };
         print!("{}", coda_codegen::emit(p, package, env!("CARGO_PKG_VERSION")));
-        shown += 1;
-    }
-    if shown == 0 {
-        return Err(format!("no `#[coda::epilogue]` program{} in {}", program.map_or(String::new(), |p| format!(" named `{p}`")), file.display()));
     }
     Ok(())
 }
