@@ -34,6 +34,10 @@ impl Precision {
     }
     fn store(self, x: f64, dtype: DType) -> f64 {
         match (self, dtype) {
+            // Exact but for the 8-bit formats' range, which is what their
+            // stores mean (`satfinite`), not rounding; NaN stays NaN.
+            (Precision::F64, DType::E4m3) => x.clamp(-448.0, 448.0),
+            (Precision::F64, DType::E5m2) => x.clamp(-57344.0, 57344.0),
             (Precision::F64, _) => x,
             (_, DType::Bf16) => round_bf16(x),
             (_, DType::F32) => x as f32 as f64,
@@ -193,7 +197,9 @@ pub fn evaluate(
                         let xs = cols.clone().map(|c| at(&vals[a], c));
                         let r = match (op, precision) {
                             (GroupOp::Max, _) => xs.fold(f64::NEG_INFINITY, f64::max),
-                            (_, Precision::F64) => xs.sum(),
+                            // From +0 as the device's sums start (Rust's float
+                            // `sum` starts at -0, so all -0 would sum to -0).
+                            (_, Precision::F64) => xs.fold(0.0, |s, x| s + x),
                             _ => xs.fold(0f32, |s, x| s + x as f32) as f64,
                         };
                         let r = if op == GroupOp::Mean { r / cols.len() as f64 } else { r };
@@ -221,7 +227,7 @@ pub fn evaluate(
                     for t in 0..n_tiles {
                         let cols = t * tile_n..((t + 1) * tile_n).min(n);
                         out[r * n_tiles + t] = match precision {
-                            Precision::F64 => cols.map(|c| at(&vals[src], c)).sum(),
+                            Precision::F64 => cols.fold(0.0, |s, c| s + at(&vals[src], c)),
                             _ => cols.fold(0f32, |s, c| s + at(&vals[src], c) as f32) as f64,
                         };
                     }

@@ -412,8 +412,35 @@ fn fp8_stores_round_to_nearest_even_and_saturate() {
         let out = interp::evaluate(&p, 1, 3, &inputs, precision).unwrap();
         assert_eq!(out["q"], [1.0, 448.0, -0.001953125], "{precision:?}");
     }
-    let exact = interp::evaluate(&p, 1, 3, &inputs, Precision::F64).unwrap();
-    assert_eq!(exact["q"], [1.0625, 600.0, -0.002]);
+    // f64 rounds nothing but keeps the format's range, as the store does.
+    let inputs = Inputs { acc: vec![0.53125, 300.0, -0.001, f64::NEG_INFINITY, f64::NAN], ..Inputs::default() };
+    let exact = interp::evaluate(&p, 1, 5, &inputs, Precision::F64).unwrap();
+    assert_eq!(exact["q"][..4], [1.0625, 448.0, -0.002, -448.0]);
+    assert!(exact["q"][4].is_nan());
+    let p = program(quote! { fn q(acc: Acc) -> Tile<e5m2> { let q = acc * 2.0; q } }, Config::default());
+    let inputs = Inputs { acc: vec![1e5, -0.3], ..Inputs::default() };
+    assert_eq!(interp::evaluate(&p, 1, 2, &inputs, Precision::F64).unwrap()["q"], [57344.0, -0.6]);
+}
+
+/// Sums of negative zeros are +0 in every precision, as on the device
+/// (whose sums start from +0): so `1 / sum` is +∞, not −∞.
+#[test]
+fn sums_of_negative_zeros_are_positive_zero() {
+    let p = program(
+        quote! {
+            fn z(acc: Acc) -> (Tile<f32>, RowPartial<f32>) {
+                let g = 1.0 / group_sum(acc, 32);
+                let s = row_sum(acc);
+                (g, s)
+            }
+        },
+        Config::default(),
+    );
+    for precision in [Precision::F64, Precision::F32, Precision::Bf16Unfused] {
+        let out = interp::evaluate(&p, 1, 32, &Inputs { acc: vec![-0.0; 32], ..Inputs::default() }, precision).unwrap();
+        assert!(out["g"].iter().all(|&g| g == f64::INFINITY), "{precision:?}: {:?}", out["g"]);
+        assert!(out["s"][0] == 0.0 && out["s"][0].is_sign_positive(), "{precision:?}: {:?}", out["s"]);
+    }
 }
 
 #[test]
