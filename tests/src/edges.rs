@@ -99,6 +99,27 @@ fn ieee_agrees(ours: f64, reference: f64) -> bool {
     (ours - r).abs() <= 1e-3 * r.abs() + 1e-5
 }
 
+/// Every (a, b) pair of [`SPECIAL`] values, at every third element of the
+/// first rows of `a` and `b`.
+fn place_special_pairs(a: &mut [f32], b: &mut [f32]) {
+    for (i, (x, y)) in SPECIAL.iter().flat_map(|x| SPECIAL.iter().map(move |y| (*x, *y))).enumerate() {
+        a[i * 3] = x;
+        b[i * 3] = y;
+    }
+}
+
+/// Each output's elements that do not agree with IEEE arithmetic, as
+/// report assertions.
+fn ieee_asserts(compared: &[Compared]) -> Vec<(String, bool)> {
+    compared
+        .iter()
+        .map(|c| {
+            let bad = c.ours.iter().zip(&c.reference).filter(|(o, r)| !ieee_agrees(**o, **r)).count();
+            (format!("{}: {bad} of {} elements differ from IEEE", c.name, c.ours.len()), bad == 0)
+        })
+        .collect()
+}
+
 /// `math_functions` at a ragged shape: `x` in ±[1e-3, 30] (exp, tanh,
 /// sigmoid, silu) and `y` in ±10^[−6, 6] (log, division, rsqrt), each map
 /// within its [`BOUNDS`]; or, with `special`, every pair of [`SPECIAL`]
@@ -111,26 +132,12 @@ pub fn math_case(stream: &Stream, special: bool, seed: u64) -> Result<Report, Er
             let mut x = log_uniform(rng, m * n, -3.0, 30f64.log10());
             let mut y = log_uniform(rng, m * n, -6.0, 6.0);
             if special {
-                // Every (x, y) pair of special values in the first rows, the rest as above.
-                for (i, (a, b)) in SPECIAL.iter().flat_map(|a| SPECIAL.iter().map(move |b| (*a, *b))).enumerate() {
-                    x[i * 3] = a;
-                    y[i * 3] = b;
-                }
+                place_special_pairs(&mut x, &mut y);
             }
             setup.set_f32_input(stream, &program, "x", &x)?;
             setup.set_f32_input(stream, &program, "y", &y)
         })?;
-    report.asserts = if special {
-        compared
-            .iter()
-            .map(|c| {
-                let bad = c.ours.iter().zip(&c.reference).filter(|(o, r)| !ieee_agrees(**o, **r)).count();
-                (format!("{}: {bad} of {} elements differ from IEEE", c.name, c.ours.len()), bad == 0)
-            })
-            .collect()
-    } else {
-        bounded(&compared)
-    };
+    report.asserts = if special { ieee_asserts(&compared) } else { bounded(&compared) };
     Ok(report)
 }
 
@@ -282,12 +289,14 @@ pub fn lse_case(stream: &Stream, seed: u64) -> Result<Report, Error> {
 /// only a reduction that keeps relative accuracy passes) and a few hundred
 /// huge ones, ±10^[5, 37] and both sides of 2^19 (`random_078` took `cos`
 /// near 1e30), each within its [`BOUNDS`].
-pub fn activations_case(stream: &Stream, seed: u64) -> Result<Report, Error> {
+/// With `special`, every pair of [`SPECIAL`] values in `x` and `angle` is
+/// added, and every output element must agree with IEEE arithmetic.
+pub fn activations_case(stream: &Stream, special: bool, seed: u64) -> Result<Report, Error> {
     let (m, n) = (1000, 528);
     let program = math_activations::program();
     let (mut report, compared) =
         harness::verify_outputs(stream, &math_activations::KERNEL, &program, None, (m, n, 8), seed, |setup, rng| {
-            let x = log_uniform(rng, m * n, -3.0, 1.0);
+            let mut x = log_uniform(rng, m * n, -3.0, 1.0);
             let mut angle = log_uniform(rng, m * n, -6.0, 6.0);
             for (j, v) in angle.iter_mut().step_by(1009).enumerate() {
                 let k = (j % 4001) as f64 - 2000.0;
@@ -302,9 +311,12 @@ pub fn activations_case(stream: &Stream, seed: u64) -> Result<Report, Error> {
                     _ => far[j],
                 };
             }
+            if special {
+                place_special_pairs(&mut x, &mut angle);
+            }
             setup.set_f32_input(stream, &program, "x", &x)?;
             setup.set_f32_input(stream, &program, "angle", &angle)
         })?;
-    report.asserts = bounded(&compared);
+    report.asserts = if special { ieee_asserts(&compared) } else { bounded(&compared) };
     Ok(report)
 }

@@ -555,7 +555,8 @@ fn main() {
     });
     run.case("math functions over wide ranges (errors against f64)".into(), || edges::math_case(&stream, false, 41));
     run.case("math functions on IEEE special values (NaN, ±inf, ±0, subnormals)".into(), || edges::math_case(&stream, true, 42));
-    run.case("activations over wide ranges (errors against f64)".into(), || edges::activations_case(&stream, 43));
+    run.case("activations over wide ranges (errors against f64)".into(), || edges::activations_case(&stream, false, 43));
+    run.case("activations on IEEE special values (NaN, ±inf, ±0, subnormals)".into(), || edges::activations_case(&stream, true, 45));
     run.case("row_lse and lse_from_partials on rows of -inf, ±1e4, one column, NaN, +inf, below -88, maxima up to ±f32::MAX".into(), || edges::lse_case(&stream, 44));
     run.case("cross-entropy loss with every target ignored (mean NaN)".into(), || {
         let (m, v, k) = *ce.last().expect("a cross-entropy shape");
