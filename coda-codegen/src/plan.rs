@@ -198,7 +198,11 @@ pub fn plan(p: &Program) -> Plan {
             ),
             _ => continue,
         };
-        let base = node.name.clone().unwrap_or_else(|| format!("t{id}"));
+        let base = match &node.name {
+            Some(name) if taken_in_cpp(name) => format!("{name}_"),
+            Some(name) => name.clone(),
+            None => format!("t{id}"),
+        };
         let children = match (&kind, &node.op) {
             (EvtKind::Compute { root }, _) => inlined_leaves(p, *root, &value_node),
             (EvtKind::GroupReduce(..), Op::Group(_, a, _)) => vec![value_node[*a].expect("a reduced value is materialized")],
@@ -285,6 +289,30 @@ fn inlined_leaves(p: &Program, root: NodeId, value_node: &[Option<usize>]) -> Ve
     out.sort_unstable();
     out.dedup();
     out
+}
+
+/// Whether a user's name cannot stand as a functor parameter in the
+/// generated C++ as it is: a C++ keyword, a name the functor body uses
+/// itself (`F`, `out`, `i`, the inlined values `t<id>`, the functions it
+/// calls unqualified, the namespaces and macros it names), or one C++
+/// reserves (`__` anywhere, `_` and a capital first).
+fn taken_in_cpp(name: &str) -> bool {
+    const WORDS: &[&str] = &[
+        "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case", "catch", "char",
+        "char8_t", "char16_t", "char32_t", "class", "compl", "concept", "const", "consteval", "constexpr", "constinit",
+        "const_cast", "continue", "co_await", "co_return", "co_yield", "decltype", "default", "delete", "do", "double",
+        "dynamic_cast", "else", "enum", "explicit", "export", "extern", "false", "float", "for", "friend", "goto", "if",
+        "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq", "nullptr", "operator", "or",
+        "or_eq", "private", "protected", "public", "register", "reinterpret_cast", "requires", "return", "short", "signed",
+        "sizeof", "static", "static_assert", "static_cast", "struct", "switch", "template", "this", "thread_local",
+        "throw", "true", "try", "typedef", "typeid", "typename", "union", "unsigned", "using", "virtual", "void",
+        "volatile", "wchar_t", "while", "xor", "xor_eq",
+        // The functor's own names and what its body names unqualified.
+        "F", "out", "i", "coda", "cute", "cutlass", "std", "sqrtf", "fabsf", "fmaxf", "fminf", "INFINITY", "NAN", "NULL",
+    ];
+    let inlined = name.strip_prefix('t').is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()));
+    let reserved = name.contains("__") || name.strip_prefix('_').is_some_and(|r| r.starts_with(|c: char| c.is_ascii_uppercase()));
+    WORDS.contains(&name) || inlined || reserved || name.starts_with("CUTLASS_") || name.starts_with("CUTE_")
 }
 
 /// Unique C++ identifiers derived from the user's names.

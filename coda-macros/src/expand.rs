@@ -112,15 +112,15 @@ pub fn module(p: &Program, vis: &syn::Visibility, name_span: Span) -> TokenStrea
         if let Some(partials) = partials_type(t.shape) {
             fields.push(quote!(#[doc = #d] pub #f: &'a mut #partials));
             let buf = format_ident!("{}_buf", t.name);
-            binds.push(quote!(let #buf = #f.bind(#pname, stream, &KERNEL, choice, prob)?;));
-            records.push(quote!(#f.record(&KERNEL, choice, prob);));
+            binds.push(quote!(let #buf = args.#f.bind(#pname, stream, &KERNEL, choice, prob)?;));
+            records.push(quote!(args.#f.record(&KERNEL, choice, prob);));
             refs.push(quote!(::coda_runtime::TensorArg::output(#buf)));
         } else if t.output {
             fields.push(quote!(#[doc = #d] pub #f: &'a mut dyn ::coda_runtime::TensorMut<#ty>));
-            refs.push(quote!(::coda_runtime::TensorArg::output(&mut *#f)));
+            refs.push(quote!(::coda_runtime::TensorArg::output(&mut *args.#f)));
         } else {
             fields.push(quote!(#[doc = #d] pub #f: &'a dyn ::coda_runtime::TensorRef<#ty>));
-            refs.push(quote!(::coda_runtime::TensorArg::input(#f)));
+            refs.push(quote!(::coda_runtime::TensorArg::input(args.#f)));
         }
         let dt = dtype_path(t.dtype);
         let shape = match t.shape {
@@ -140,7 +140,6 @@ pub fn module(p: &Program, vis: &syn::Visibility, name_span: Span) -> TokenStrea
     let scalars: Vec<_> =
         p.inputs.iter().filter(|i| i.kind == InputKind::Scalar).map(|i| format_ident!("{}", i.name)).collect();
     let scalar_names: Vec<_> = scalars.iter().map(|s| s.to_string()).collect();
-    let field_names: Vec<_> = params.iter().map(|t| format_ident!("{}", t.name)).collect();
     let lt = syn::Lifetime::new("'a", Span::call_site());
     let ops = p.config.operands;
     let (a_ty, b_ty) = (elem(ops.a), elem(ops.b));
@@ -160,13 +159,12 @@ pub fn module(p: &Program, vis: &syn::Visibility, name_span: Span) -> TokenStrea
 
     // A map program has no GEMM operands: the runtime runs it on an empty
     // GEMM over its first `Tile` input's shape.
-    let (operands, operand_names, shape, launch) = if is_map {
+    let (operands, shape, launch) = if is_map {
         let tile = params.iter().find(|t| !t.output && t.shape == Shape::Tile).map(|t| format_ident!("{}", t.name));
         (
             quote!(),
-            quote!(),
             quote!(KERNEL.map_shape(args.#tile)),
-            quote!(KERNEL.launch_map(stream, choice, &mut [#(#refs),*], &[#(#scalars),*])),
+            quote!(KERNEL.launch_map(stream, choice, &mut [#(#refs),*], &[#(args.#scalars),*])),
         )
     } else {
         let operands = quote! {
@@ -184,16 +182,23 @@ pub fn module(p: &Program, vis: &syn::Visibility, name_span: Span) -> TokenStrea
                     /// Blockwise scales of B: `[ceil(N / 128), ceil(K / 128)]` f32, one per 128 × 128 block.
                     pub b_scale: &#lt dyn ::coda_runtime::TensorRef<f32>,
                 },
-                quote!(a, b, a_scale, b_scale,),
                 quote!(KERNEL.gemm_shape(args.a, args.b)),
-                quote!(KERNEL.launch_scaled(stream, choice, a, b, a_scale, b_scale, &mut [#(#refs),*], &[#(#scalars),*])),
+                quote!(KERNEL.launch_scaled(
+                    stream,
+                    choice,
+                    args.a,
+                    args.b,
+                    args.a_scale,
+                    args.b_scale,
+                    &mut [#(#refs),*],
+                    &[#(args.#scalars),*]
+                )),
             )
         } else {
             (
                 operands,
-                quote!(a, b,),
                 quote!(KERNEL.gemm_shape(args.a, args.b)),
-                quote!(KERNEL.launch(stream, choice, a, b, &mut [#(#refs),*], &[#(#scalars),*])),
+                quote!(KERNEL.launch(stream, choice, args.a, args.b, &mut [#(#refs),*], &[#(args.#scalars),*])),
             )
         }
     };
@@ -254,10 +259,11 @@ pub fn module(p: &Program, vis: &syn::Visibility, name_span: Span) -> TokenStrea
             pub fn launch_as(
                 stream: &::coda_runtime::Stream,
                 choice: &::coda_runtime::Choice,
-                args: Args<'_>,
+                mut args: Args<'_>,
             ) -> ::core::result::Result<(), ::coda_runtime::Error> {
+                // Arguments are read through `args`, never bound by their
+                // names, which may be any of this function's own.
                 #prob
-                let Args { #operand_names #(#field_names,)* #(#scalars,)* } = args;
                 #(#binds)*
                 #launch?;
                 // The partials hold this launch's values only once it is enqueued.

@@ -429,6 +429,7 @@ fn main() {
         kit::pair_head_norm,
         kit::map_stores,
         kit::map_pairs,
+        kit::cpp_names,
         llama::linear_residual_rms_partial,
         llama::linear_rowscale_swiglu,
         llama::linear_rowscale_swiglu_save,
