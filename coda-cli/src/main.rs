@@ -250,11 +250,9 @@ fn bench(quick: bool, part: Part, json: Option<PathBuf>, svg: Option<PathBuf>, p
 }
 
 fn emit(file: &PathBuf, program: Option<&str>, config: Option<&str>, package: &str) -> Result<(), String> {
-    let src = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
-    let ast = syn::parse_file(&src).map_err(|e| coda_codegen::build::render(file, &src, &e))?;
     let config = config.map(Config::from_name).transpose()?;
-    let programs = coda_runtime::dsl::lower_file_variants(&ast, |_| config.into_iter().collect())
-        .map_err(|e| coda_codegen::build::render(file, &src, &e))?;
+    // As a build lowers them: every error of the file, names used twice too.
+    let programs = coda_codegen::build::lower_files(std::slice::from_ref(file), |_| config.into_iter().collect())?;
     // Named as a linked program is (`package::name`), so that `--program`
     // picks as `inspect` and `tune` do.
     let named = programs.into_iter().map(|(variants, dropped)| (format!("{package}::{}", variants[0].name), variants, dropped)).collect();

@@ -45,3 +45,15 @@ fn emit_picks_programs_by_name_with_or_without_the_package() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--program `mine::gate`: no program's name is or contains it"), "{err}");
 }
+
+/// `emit` lowers a file as a build does: a program name used twice is an
+/// error there as well.
+#[test]
+fn emit_refuses_a_program_name_used_twice() {
+    let file = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("emit_twice.rs");
+    std::fs::write(&file, format!("{PROGRAMS}\n#[coda::epilogue]\npub fn gate(acc: Acc) -> Tile<bf16> {{ let y = acc; y }}\n")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_coda")).arg("emit").arg(&file).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("epilogue program `gate` is defined twice"), "{err}");
+}

@@ -503,7 +503,7 @@ impl Build {
 /// file rendered (in source order per file), including program names used
 /// twice: each names launcher symbols and a generated table, whatever
 /// module or `#[cfg]` the function is under.
-fn lower_files(paths: &[PathBuf], extra: impl Fn(&Program) -> Vec<Config>) -> Result<Vec<coda_dsl::frontend::Variants>, String> {
+pub fn lower_files(paths: &[PathBuf], extra: impl Fn(&Program) -> Vec<Config>) -> Result<Vec<coda_dsl::frontend::Variants>, String> {
     let (mut programs, mut rendered) = (vec![], vec![]);
     let mut first_seen: HashMap<String, String> = HashMap::new();
     for path in paths {
@@ -713,21 +713,29 @@ fn archive(out_dir: &Path, lib_name: &str, report: &Report, cargo_metadata: bool
 
 /// A user error as `error: … --> file:line:col` with the source line and a caret.
 pub fn render(path: &Path, src: &str, e: &syn::Error) -> String {
-    let mut out = String::new();
-    for err in e.clone() {
-        let start = err.span().start();
-        let end = err.span().end();
-        let line = src.lines().nth(start.line.saturating_sub(1)).unwrap_or("");
-        let width = if end.line == start.line { end.column.saturating_sub(start.column).max(1) } else { 1 };
-        out.push_str(&format!(
-            "error: {err}\n  --> {}:{}:{}\n   |\n{:>3}| {line}\n   | {}{}\n",
-            path.display(),
-            start.line,
-            start.column + 1,
-            start.line,
-            " ".repeat(start.column),
-            "^".repeat(width)
-        ));
-    }
-    out
+    // Tabs echo as four spaces, as rustc shows them, so that the caret
+    // stays under the span.
+    let cols = |line: &str, chars: usize| line.chars().take(chars).map(|c| if c == '\t' { 4 } else { 1 }).sum::<usize>();
+    let blocks: Vec<String> = e
+        .clone()
+        .into_iter()
+        .map(|err| {
+            let start = err.span().start();
+            let end = err.span().end();
+            let line = src.lines().nth(start.line.saturating_sub(1)).unwrap_or("");
+            let from = cols(line, start.column);
+            let width = if end.line == start.line { cols(line, end.column).saturating_sub(from).max(1) } else { 1 };
+            format!(
+                "error: {err}\n  --> {}:{}:{}\n   |\n{:>3}| {}\n   | {}{}\n",
+                path.display(),
+                start.line,
+                start.column + 1,
+                start.line,
+                line.replace('\t', "    "),
+                " ".repeat(from),
+                "^".repeat(width)
+            )
+        })
+        .collect();
+    blocks.join("\n")
 }

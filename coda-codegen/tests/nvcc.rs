@@ -122,6 +122,22 @@ fn an_option_error_is_reported_at_the_attribute() {
     assert!(err.contains("bad.rs:3:18"), "{err}");
 }
 
+/// An option that is not `name = value` is reported at the attribute's
+/// arguments too (syn places it at the call site: 1:1 of the file).
+#[test]
+fn an_option_syntax_error_is_reported_at_the_attribute() {
+    let err = try_file("nvcc-test-option-syntax", "// kernels\n\n#[coda::epilogue(cooperative)]\nfn p(acc: Acc) -> Tile<bf16> {\n    let y = acc;\n    y\n}\n");
+    assert!(err.contains("`name = value` pairs") && err.contains("bad.rs:3:18"), "{err}");
+}
+
+/// A line indented by a tab is shown with four spaces, the caret under the span.
+#[test]
+fn a_tab_keeps_the_caret_under_the_span() {
+    let err = try_file("nvcc-test-tab", "#[coda::epilogue]\nfn p(acc: Acc) -> Tile<bf16> {\n\tlet y = mish(acc);\n\ty\n}\n");
+    assert!(err.contains("bad.rs:3:10"), "{err}");
+    assert!(err.contains("    let y = mish(acc);\n   |             ^^^^"), "{err}");
+}
+
 /// Program names name launcher symbols and tables: two modules (whatever
 /// their `#[cfg]`) cannot both define `p`.
 #[test]

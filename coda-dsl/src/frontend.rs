@@ -19,6 +19,16 @@ use crate::ir::{
 /// Names the generated launch API uses for the GEMM operands and their scales.
 pub const RESERVED_NAMES: [&str; 4] = ["a", "b", "a_scale", "b_scale"];
 
+/// An input's or a `let`'s name; a raw identifier (`r#type`) has no C++
+/// spelling the generated code could use, nor a Rust one the fields could.
+fn binding_name(ident: &syn::Ident) -> syn::Result<String> {
+    let name = ident.to_string();
+    match name.strip_prefix("r#") {
+        Some(bare) => Err(syn::Error::new(ident.span(), format!("raw identifiers are not supported: rename `{name}` (e.g. `{bare}_`)"))),
+        None => Ok(name),
+    }
+}
+
 /// Parses `#[epilogue(tile = (128, 256), cluster = (1, 1), schedule = cooperative)]` arguments.
 /// `schedule = pingpong` without a `tile` takes 128×128, since the default
 /// 128×256 tile is not allowed for ping-pong.
@@ -30,9 +40,16 @@ pub fn parse_config(args: TokenStream) -> syn::Result<Config> {
     let args_span = args.span();
     let mut tile_given = false;
     let parser = syn::punctuated::Punctuated::<syn::MetaNameValue, syn::Token![,]>::parse_terminated;
-    let items = syn::parse::Parser::parse2(parser, args)?;
+    // syn places an error at the end of the arguments at the call site
+    // (line 1 of a file the build script reads): name the arguments instead.
+    let items = syn::parse::Parser::parse2(parser, args)
+        .map_err(|e| syn::Error::new(args_span, format!("epilogue options are `name = value` pairs separated by commas: {e}")))?;
+    let mut given = std::collections::HashSet::new();
     for item in items {
         let key = item.path.get_ident().map(|i| i.to_string()).unwrap_or_default();
+        if !given.insert(key.clone()) {
+            return Err(syn::Error::new(item.path.span(), format!("`{key}` is given twice")));
+        }
         match key.as_str() {
             "tile" => {
                 let (m, n) = pair(&item.value)?;
@@ -274,7 +291,11 @@ impl Lowering {
             Expr::Group(g) => self.expr(&g.expr),
             Expr::Path(p) => {
                 let Some(ident) = p.path.get_ident() else {
-                    return Err(syn::Error::new(e.span(), "expected a plain name"));
+                    let path = p.path.segments.iter().map(|s| s.ident.to_string()).collect::<Vec<_>>().join("::");
+                    return Err(syn::Error::new(
+                        e.span(),
+                        format!("expected the name of an input or a `let`, not the path `{path}` (constants are written as finite literals)"),
+                    ));
                 };
                 let name = ident.to_string();
                 match self.scope.get(&name) {
@@ -291,9 +312,11 @@ impl Lowering {
                     Lit::Int(i) => i.base10_parse::<f64>()?,
                     _ => return Err(syn::Error::new(e.span(), "only numeric literals are allowed")),
                 };
-                // As rustc's `overflowing_literals`; an infinite constant would not survive the IR's JSON.
-                if !v.is_finite() {
-                    return Err(syn::Error::new(e.span(), "literal out of range for f64"));
+                // As rustc's `overflowing_literals` for f32, the type the
+                // epilogue computes in (an infinite constant would not
+                // survive the IR's JSON either).
+                if (v as f32).is_infinite() {
+                    return Err(syn::Error::new(e.span(), format!("literal out of range for f32 (at most {:e} in magnitude)", f32::MAX)));
                 }
                 Ok(Value::Elem(self.push(Op::Const(v), Width::Uniform, e.span())))
             }
@@ -705,7 +728,7 @@ pub fn lower_fn(item: &ItemFn, config: Config) -> syn::Result<Program> {
         let Pat::Ident(pi) = &*pt.pat else {
             return Err(syn::Error::new(pt.pat.span(), "expected a parameter name"));
         };
-        let name = pi.ident.to_string();
+        let name = binding_name(&pi.ident)?;
         if RESERVED_NAMES.contains(&name.as_str()) {
             return Err(syn::Error::new(
                 pi.ident.span(),
@@ -779,7 +802,7 @@ pub fn lower_fn(item: &ItemFn, config: Config) -> syn::Result<Program> {
         let id = match v {
             Value::Elem(id) | Value::Out(id, _) | Value::Index(id) => id,
         };
-        let name = pi.ident.to_string();
+        let name = binding_name(&pi.ident)?;
         // Name the node after the binding unless it is a plain alias of a named one.
         if lw.nodes[id].name.is_none() {
             lw.nodes[id].name = Some(name.clone());
@@ -820,7 +843,10 @@ pub fn lower_fn(item: &ItemFn, config: Config) -> syn::Result<Program> {
             return Err(syn::Error::new(e.span(), format!("`{name}` is returned twice")));
         }
         if lw.inputs.iter().any(|p| p.name == name) {
-            return Err(syn::Error::new(e.span(), format!("`{name}` is an input; bind it to a new name to return it")));
+            return Err(syn::Error::new(
+                e.span(),
+                format!("`{name}` is an input's name, and an output takes its `let` name: bind the output to a name no input has"),
+            ));
         }
         let value = match (lw.expr(e)?, kind) {
             (Value::Out(id, k), want) if k == *want => id,

@@ -142,6 +142,11 @@ fn user_errors_name_the_rule() {
         (quote!(fn p(acc: Acc, r: PerRow<f32>) -> Tile<bf16> { let y = acc * group_mean(r, 32); y }), "`group_mean` reduces groups of columns of a full-width value"),
         (quote!(fn p(acc: Acc) -> HalfTile<bf16> { let (g, u) = unpair(acc); let y = group_sum(g, 32); y }), "of a full-width value"),
         (quote!(fn p(acc: Acc) -> Tile<bf16> { let y = group_sum(acc, 32) + group_max(acc, 64); y }), "a program reduces groups of one size: line"),
+        (quote!(fn p(acc: Acc) -> Tile<bf16> { let y = acc * 1e39; y }), "literal out of range for f32"),
+        (quote!(fn p(acc: Acc) -> Tile<bf16> { let y = acc * f32::NAN; y }), "not the path `f32::NAN`"),
+        (quote!(fn p(acc: Acc, r#type: PerRow<f32>) -> Tile<bf16> { let y = acc * r#type; y }), "raw identifiers are not supported: rename `r#type`"),
+        (quote!(fn p(acc: Acc) -> Tile<bf16> { let r#y = acc; r#y }), "raw identifiers are not supported: rename `r#y`"),
+        (quote!(fn p(acc: Acc, y: PerRow<f32>) -> Tile<bf16> { let y = acc * y; y }), "`y` is an input's name, and an output takes its `let` name"),
     ];
     let too_many = quote!(
         fn p(acc: Acc) -> (Tile<bf16>, Tile<bf16>, Tile<bf16>, Tile<bf16>, Tile<bf16>, Tile<bf16>, Tile<bf16>, Tile<bf16>, Tile<bf16>) {
@@ -160,6 +165,14 @@ fn user_errors_name_the_rule() {
         let err = lower(src.clone()).expect_err(&src.to_string());
         assert!(err.contains(want), "{src}\n  got: {err}\n  want: {want}");
     }
+}
+
+#[test]
+fn options_are_given_once_as_name_value_pairs() {
+    let err = parse_config(quote!(tile = (128, 128), tile = (128, 256))).unwrap_err().to_string();
+    assert!(err.contains("`tile` is given twice"), "{err}");
+    let err = parse_config(quote!(cooperative)).unwrap_err().to_string();
+    assert!(err.contains("epilogue options are `name = value` pairs separated by commas"), "{err}");
 }
 
 #[test]

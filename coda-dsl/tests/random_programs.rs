@@ -662,7 +662,7 @@ fn per_col_output_of_a_uniform_value() {
 fn infinite_literal_is_refused() {
     let source = "#[coda::epilogue]\nfn gen_0(acc: Acc) -> Tile<bf16> {\n    let y = acc * 1e400;\n    y\n}\n";
     let e = lower(source).unwrap_err();
-    assert!(e.contains("literal out of range for f64"), "{e}");
+    assert!(e.contains("literal out of range for f32"), "{e}");
 }
 
 /// Found by `generated_programs_lower_and_interpret`: the constant
