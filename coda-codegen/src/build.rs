@@ -517,6 +517,13 @@ pub fn lower_files(paths: &[PathBuf], extra: impl Fn(&Program) -> Vec<Config>) -
         let ast = match syn::parse_file(&src) {
             Ok(ast) => ast,
             Err(e) => {
+                // proc-macro2's lexer error says only "cannot parse string
+                // into token stream", at the end of what it read.
+                let e = if e.to_string().contains("cannot parse string into token stream") {
+                    syn::Error::new(e.span(), "this file is not Rust tokens: an unbalanced bracket or an unterminated literal before here (rustc's own error says where)")
+                } else {
+                    e
+                };
                 rendered.push(render(path, &src, &e));
                 continue;
             }

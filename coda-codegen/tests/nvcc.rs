@@ -138,6 +138,14 @@ fn a_tab_keeps_the_caret_under_the_span() {
     assert!(err.contains("    let y = mish(acc);\n   |             ^^^^"), "{err}");
 }
 
+/// A file that does not lex (an unbalanced bracket) says so, rather than
+/// proc-macro2's "cannot parse string into token stream".
+#[test]
+fn a_file_that_does_not_lex_says_so() {
+    let err = try_file("nvcc-test-lex", "#[coda::epilogue]\nfn p(acc: Acc) -> Tile<bf16> {\n    let y = exp((acc);\n    y\n}\n");
+    assert!(err.contains("this file is not Rust tokens: an unbalanced bracket"), "{err}");
+}
+
 /// Program names name launcher symbols and tables: two modules (whatever
 /// their `#[cfg]`) cannot both define `p`.
 #[test]

@@ -19,6 +19,18 @@ use crate::ir::{
 /// Names the generated launch API uses for the GEMM operands and their scales.
 pub const RESERVED_NAMES: [&str; 4] = ["a", "b", "a_scale", "b_scale"];
 
+/// What a value of width `w` is, for errors.
+fn width_desc(w: Width) -> &'static str {
+    match w {
+        Width::Uniform => "a scalar or constant",
+        Width::Row => "a row vector (the same across a row)",
+        Width::Col => "a column vector (the same down a column)",
+        Width::Half => "a half-width value (from `unpair`)",
+        Width::Full => "a full-width value",
+        Width::Double => "a double-width value",
+    }
+}
+
 /// An input's or a `let`'s name; a raw identifier (`r#type`) has no C++
 /// spelling the generated code could use, nor a Rust one the fields could.
 fn binding_name(ident: &syn::Ident) -> syn::Result<String> {
@@ -454,8 +466,12 @@ impl Lowering {
                 arity(2)?;
                 let a = self.elem(args[0])?;
                 let b = self.elem(args[1])?;
-                let w = self.join(&[a, b], span)?.doubled().ok_or_else(|| {
-                    syn::Error::new(span, "`pair` interleaves two half-width or two full-width values")
+                let (wa, wb) = (self.widths[a], self.widths[b]);
+                let w = wa.join(wb).and_then(Width::doubled).ok_or_else(|| {
+                    syn::Error::new(
+                        span,
+                        format!("`pair` interleaves two half-width or two full-width values; these are {} and {}", width_desc(wa), width_desc(wb)),
+                    )
                 })?;
                 Ok(Value::Elem(self.push(Op::Pair(a, b), w, span)))
             }
@@ -570,12 +586,15 @@ fn lower_unpair(lw: &mut Lowering, pat: &syn::PatTuple, init: &Expr) -> syn::Res
         ));
     }
     let half = lw.widths[src].halved().ok_or_else(|| {
-        syn::Error::new(c.args[0].span(), "`unpair` splits a full-width value or a DoubleTile input into its even and odd columns")
+        syn::Error::new(
+            c.args[0].span(),
+            format!("`unpair` splits a full-width value or a DoubleTile input into its even and odd columns; this is {}", width_desc(lw.widths[src])),
+        )
     })?;
     for (part, name) in names.into_iter().enumerate() {
         let id = lw.push(Op::Unpair(src, part as u8), half, init.span());
         if let Some(ident) = name {
-            let n = ident.to_string();
+            let n = binding_name(ident)?;
             lw.nodes[id].name = Some(n.clone());
             lw.scope.insert(n.clone(), Value::Elem(id));
             lw.reads.insert(n.clone(), 0);

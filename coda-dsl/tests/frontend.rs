@@ -147,6 +147,15 @@ fn user_errors_name_the_rule() {
         (quote!(fn p(acc: Acc, r#type: PerRow<f32>) -> Tile<bf16> { let y = acc * r#type; y }), "raw identifiers are not supported: rename `r#type`"),
         (quote!(fn p(acc: Acc) -> Tile<bf16> { let r#y = acc; r#y }), "raw identifiers are not supported: rename `r#y`"),
         (quote!(fn p(acc: Acc, y: PerRow<f32>) -> Tile<bf16> { let y = acc * y; y }), "`y` is an input's name, and an output takes its `let` name"),
+        (
+            quote!(fn p(acc: Acc) -> Tile<bf16> { let (g, u) = unpair(acc); let y = pair(g * u, acc); y }),
+            "these are a half-width value (from `unpair`) and a full-width value",
+        ),
+        (
+            quote!(fn p(acc: Acc) -> HalfTile<bf16> { let (g, u) = unpair(acc); let (x, z) = unpair(g); let y = x * z * u; y }),
+            "into its even and odd columns; this is a half-width value",
+        ),
+        (quote!(fn p(acc: Acc) -> HalfTile<bf16> { let (r#g, u) = unpair(acc); let y = r#g * u; y }), "raw identifiers are not supported"),
     ];
     let too_many = quote!(
         fn p(acc: Acc) -> (Tile<bf16>, Tile<bf16>, Tile<bf16>, Tile<bf16>, Tile<bf16>, Tile<bf16>, Tile<bf16>, Tile<bf16>, Tile<bf16>) {
