@@ -108,6 +108,14 @@ class Refusals(unittest.TestCase):
         x = np.zeros((4, 8), np.float32)
         self.refused("program", "no program `nope`", program="nope", a=x, b=x)
 
+    def test_a_parameter_may_be_named_program(self):
+        # `program` is positional-only, so a keyword of that name is the DSL's.
+        x = np.zeros((4, 8), np.float32)
+        with self.assertRaises(coda_rs.ArgumentError) as e:
+            coda_rs.launch("linear_residual_rms_partial", a=x, b=x, residual=x, gamma=x, program=x)
+        self.assertEqual(e.exception.argument, "program")
+        self.assertIn("has no parameter `program`", str(e.exception))
+
     def test_map_program_given_operands(self):
         x = np.zeros((4, 8), np.float32)
         self.refused("a", "is a map program", program="rms_input", a=x, b=x, x=x, gamma=x)

@@ -46,7 +46,7 @@ def _detached(t):
     return t.detach() if hasattr(t, "detach") else t
 
 
-def launch(program, *, a=None, b=None, **arguments):
+def launch(program, /, *, a=None, b=None, **arguments):
     """Runs ``program`` on torch CUDA tensors on the current stream.
 
     ``a`` ``[M, K]`` and ``b`` (``[N, K]``, or ``[K, N]`` where the program's
