@@ -503,7 +503,21 @@ impl Build {
 /// file rendered (in source order per file), including program names used
 /// twice: each names launcher symbols and a generated table, whatever
 /// module or `#[cfg]` the function is under.
-pub fn lower_files(paths: &[PathBuf], extra: impl Fn(&Program) -> Vec<Config>) -> Result<Vec<coda_dsl::frontend::Variants>, String> {
+pub fn lower_files(paths: &[PathBuf], extra: impl Fn(&Program) -> Vec<Config> + Sync) -> Result<Vec<coda_dsl::frontend::Variants>, String> {
+    // syn parses, and the frontend lowers, nested expressions by recursion:
+    // a thread with a large stack turns an absurdly deep expression into an
+    // error (the frontend's depth limit) rather than a stack overflow.
+    std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .stack_size(256 << 20)
+            .spawn_scoped(s, || lower_files_on_this_thread(paths, &extra))
+            .map_err(|e| format!("cannot start the DSL frontend's thread: {e}"))?
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
+}
+
+fn lower_files_on_this_thread(paths: &[PathBuf], extra: &dyn Fn(&Program) -> Vec<Config>) -> Result<Vec<coda_dsl::frontend::Variants>, String> {
     let (mut programs, mut rendered) = (vec![], vec![]);
     let mut first_seen: HashMap<String, String> = HashMap::new();
     for path in paths {

@@ -294,7 +294,8 @@ fn inlined_leaves(p: &Program, root: NodeId, value_node: &[Option<usize>]) -> Ve
 /// Whether a user's name cannot stand as a functor parameter in the
 /// generated C++ as it is: a C++ keyword, a name the functor body uses
 /// itself (`F`, `out`, `i`, the inlined values `t<id>`, the functions it
-/// calls unqualified, the namespaces and macros it names), or one C++
+/// calls unqualified, the namespaces it names), a macro's (every name
+/// without a lower-case letter, and a few lower-case ones), or one C++
 /// reserves (`__` anywhere, `_` and a capital first).
 fn taken_in_cpp(name: &str) -> bool {
     const WORDS: &[&str] = &[
@@ -308,11 +309,16 @@ fn taken_in_cpp(name: &str) -> bool {
         "throw", "true", "try", "typedef", "typeid", "typename", "union", "unsigned", "using", "virtual", "void",
         "volatile", "wchar_t", "while", "xor", "xor_eq",
         // The functor's own names and what its body names unqualified.
-        "F", "out", "i", "coda", "cute", "cutlass", "std", "sqrtf", "fabsf", "fmaxf", "fminf", "INFINITY", "NAN", "NULL",
+        "F", "out", "i", "coda", "cute", "cutlass", "std", "sqrtf", "fabsf", "fmaxf", "fminf",
+        // Macros in lower case that stand alone (those in capitals are caught below).
+        "errno", "stdin", "stdout", "stderr", "linux", "unix",
     ];
     let inlined = name.strip_prefix('t').is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()));
     let reserved = name.contains("__") || name.strip_prefix('_').is_some_and(|r| r.starts_with(|c: char| c.is_ascii_uppercase()));
-    WORDS.contains(&name) || inlined || reserved || name.starts_with("CUTLASS_") || name.starts_with("CUTE_")
+    // A name without a lower-case letter may be a macro (NDEBUG, FLT_MAX,
+    // INFINITY, M_PI, CUDART_VERSION...): the headers define hundreds.
+    let macro_like = !name.bytes().any(|b| b.is_ascii_lowercase());
+    WORDS.contains(&name) || inlined || reserved || macro_like
 }
 
 /// Unique C++ identifiers derived from the user's names.

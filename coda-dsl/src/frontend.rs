@@ -19,6 +19,16 @@ use crate::ir::{
 /// Names the generated launch API uses for the GEMM operands and their scales.
 pub const RESERVED_NAMES: [&str; 4] = ["a", "b", "a_scale", "b_scale"];
 
+/// What a [`RESERVED_NAMES`] name stands for.
+fn reserved_for(name: &str) -> &'static str {
+    match name {
+        "a" => "the GEMM operand A",
+        "b" => "the GEMM operand B",
+        "a_scale" => "A's blockwise scales",
+        _ => "B's blockwise scales",
+    }
+}
+
 /// What a value of width `w` is, for errors.
 fn width_desc(w: Width) -> &'static str {
     match w {
@@ -35,10 +45,13 @@ fn width_desc(w: Width) -> &'static str {
 /// spelling the generated code could use, nor a Rust one the fields could.
 fn binding_name(ident: &syn::Ident) -> syn::Result<String> {
     let name = ident.to_string();
-    match name.strip_prefix("r#") {
-        Some(bare) => Err(syn::Error::new(ident.span(), format!("raw identifiers are not supported: rename `{name}` (e.g. `{bare}_`)"))),
-        None => Ok(name),
+    if let Some(bare) = name.strip_prefix("r#") {
+        return Err(syn::Error::new(ident.span(), format!("raw identifiers are not supported: rename `{name}` (e.g. `{bare}_`)")));
     }
+    if !name.is_ascii() {
+        return Err(syn::Error::new(ident.span(), format!("`{name}`: names are ASCII here (they become C++ names and symbols)")));
+    }
+    Ok(name)
 }
 
 /// Parses `#[epilogue(tile = (128, 256), cluster = (1, 1), schedule = cooperative)]` arguments.
@@ -243,6 +256,10 @@ struct Lowering {
     config: Config,
     /// The group size of the first group reduction, and its line.
     group: Option<(usize, usize)>,
+    /// Names whose definition failed (see [`POISONED`]).
+    poisoned: std::collections::HashSet<String>,
+    /// How deep [`Lowering::expr`] is in nested expressions.
+    depth: usize,
 }
 
 impl Lowering {
@@ -298,6 +315,19 @@ impl Lowering {
     }
 
     fn expr(&mut self, e: &Expr) -> syn::Result<Value> {
+        // Lowering recurses through nested expressions: bound it, so that a
+        // machine-made expression thousands deep is an error, not an overflow.
+        const MAX_DEPTH: usize = 256;
+        if self.depth == MAX_DEPTH {
+            return Err(syn::Error::new(e.span(), format!("expression nested deeper than {MAX_DEPTH} levels: split it with `let`")));
+        }
+        self.depth += 1;
+        let value = self.expr_at_depth(e);
+        self.depth -= 1;
+        value
+    }
+
+    fn expr_at_depth(&mut self, e: &Expr) -> syn::Result<Value> {
         match e {
             Expr::Paren(p) => self.expr(&p.expr),
             Expr::Group(g) => self.expr(&g.expr),
@@ -310,6 +340,9 @@ impl Lowering {
                     ));
                 };
                 let name = ident.to_string();
+                if self.poisoned.contains(&name) {
+                    return Err(syn::Error::new(ident.span(), POISONED));
+                }
                 match self.scope.get(&name) {
                     Some(v) => {
                         *self.reads.entry(name).or_default() += 1;
@@ -572,6 +605,11 @@ fn lower_unpair(lw: &mut Lowering, pat: &syn::PatTuple, init: &Expr) -> syn::Res
             other => Err(syn::Error::new(other.span(), usage)),
         })
         .collect::<syn::Result<_>>()?;
+    if let [Some(even), Some(odd)] = names[..]
+        && even == odd
+    {
+        return Err(syn::Error::new(odd.span(), format!("`{odd}` is bound twice in this pattern")));
+    }
     let Expr::Call(c) = init else { return Err(syn::Error::new(init.span(), usage)) };
     let is_unpair = matches!(&*c.func, Expr::Path(p) if p.path.is_ident("unpair"));
     if !is_unpair || names.len() != 2 || c.args.len() != 1 {
@@ -596,6 +634,7 @@ fn lower_unpair(lw: &mut Lowering, pat: &syn::PatTuple, init: &Expr) -> syn::Res
         if let Some(ident) = name {
             let n = binding_name(ident)?;
             lw.nodes[id].name = Some(n.clone());
+            lw.poisoned.remove(&n);
             lw.scope.insert(n.clone(), Value::Elem(id));
             lw.reads.insert(n.clone(), 0);
             lw.let_spans.push((n, ident.span()));
@@ -715,6 +754,11 @@ pub fn lower_fn(item: &ItemFn, config: Config) -> syn::Result<Program> {
     if !sig.generics.params.is_empty() || sig.asyncness.is_some() || sig.unsafety.is_some() {
         return Err(syn::Error::new(sig.span(), "an epilogue is a plain `fn` with no generics, async or unsafe"));
     }
+    // The name becomes C symbols and file names, `__` separating a config.
+    let name = binding_name(&sig.ident)?;
+    if name.contains("__") {
+        return Err(syn::Error::new(sig.ident.span(), format!("`{name}`: a program's name has no `__` (it separates the config in kernel names)")));
+    }
     let doc = item
         .attrs
         .iter()
@@ -738,206 +782,85 @@ pub fn lower_fn(item: &ItemFn, config: Config) -> syn::Result<Program> {
         let_spans: vec![],
         config,
         group: None,
+        poisoned: Default::default(),
+        depth: 0,
     };
+    let mut errors = vec![];
     let mut input_spans = vec![];
     for arg in &sig.inputs {
-        let FnArg::Typed(pt) = arg else {
-            return Err(syn::Error::new(arg.span(), "an epilogue takes no `self`"));
-        };
-        let Pat::Ident(pi) = &*pt.pat else {
-            return Err(syn::Error::new(pt.pat.span(), "expected a parameter name"));
-        };
-        let name = binding_name(&pi.ident)?;
-        if RESERVED_NAMES.contains(&name.as_str()) {
+        if let Err(e) = lower_input(&mut lw, arg, &mut input_spans) {
+            // Its uses are not errors of their own.
+            if let FnArg::Typed(pt) = arg
+                && let Pat::Ident(pi) = &*pt.pat
+            {
+                lw.poisoned.insert(pi.ident.to_string());
+            }
+            errors.push(e);
+        }
+    }
+    if errors.is_empty() {
+        // Without an accumulator (a map program) the first Tile input gives the shape.
+        let is_map = !lw.inputs.iter().any(|p| p.kind == InputKind::Acc);
+        if is_map && !lw.inputs.iter().any(|p| matches!(p.kind, InputKind::Tile(_))) {
             return Err(syn::Error::new(
-                pi.ident.span(),
-                format!("`{name}` is reserved for the GEMM operand {}; rename this input", name.to_uppercase()),
+                sig.inputs.span(),
+                "an epilogue needs an `acc: Acc` input (the GEMM accumulator), or, for a map program, a `Tile<T>` input that gives its shape",
             ));
         }
-        if lw.inputs.iter().any(|p| p.name == name) {
-            return Err(syn::Error::new(pi.ident.span(), format!("duplicate input `{name}`")));
+        if is_map && !config.operands.is_default() {
+            return Err(syn::Error::new(sig.inputs.span(), "a map program has no GEMM: the `a`, `b` and `scale` options do not apply"));
         }
-        let kind = input_kind(&pt.ty)?;
-        if kind == InputKind::Acc && lw.inputs.iter().any(|p| p.kind == InputKind::Acc) {
-            return Err(syn::Error::new(pt.ty.span(), "a program has exactly one `Acc` input"));
-        }
-        let idx = lw.inputs.len();
-        lw.inputs.push(Input { name: name.clone(), kind });
-        let width = match kind {
-            InputKind::Acc | InputKind::Tile(_) => Width::Full,
-            InputKind::PerCol(_) => Width::Col,
-            InputKind::DoubleTile(_) => Width::Double,
-            InputKind::PerRow(_) => Width::Row,
-            InputKind::Scalar => Width::Uniform,
-        };
-        let id = lw.push(Op::Input(idx), width, pi.ident.span());
-        lw.nodes[id].name = Some(name.clone());
-        let value = if kind == InputKind::PerRow(DType::I32) { Value::Index(id) } else { Value::Elem(id) };
-        lw.scope.insert(name.clone(), value);
-        input_spans.push((name, pi.ident.span()));
-    }
-    // Without an accumulator (a map program) the first Tile input gives the shape.
-    let is_map = !lw.inputs.iter().any(|p| p.kind == InputKind::Acc);
-    if is_map && !lw.inputs.iter().any(|p| matches!(p.kind, InputKind::Tile(_))) {
-        return Err(syn::Error::new(
-            sig.inputs.span(),
-            "an epilogue needs an `acc: Acc` input (the GEMM accumulator), or, for a map program, a `Tile<T>` input that gives its shape",
-        ));
-    }
-    if is_map && !config.operands.is_default() {
-        return Err(syn::Error::new(sig.inputs.span(), "a map program has no GEMM: the `a`, `b` and `scale` options do not apply"));
     }
 
     let out_types: Vec<&Type> = match &sig.output {
         ReturnType::Default => {
-            return Err(syn::Error::new(sig.span(), "an epilogue must return its outputs, e.g. `-> Tile<bf16>`"));
+            errors.push(syn::Error::new(sig.span(), "an epilogue must return its outputs, e.g. `-> Tile<bf16>`"));
+            vec![]
         }
         ReturnType::Type(_, ty) => match &**ty {
             Type::Tuple(t) => t.elems.iter().collect(),
             other => vec![other],
         },
     };
-    let out_kinds = out_types.iter().map(|t| output_kind(t)).collect::<syn::Result<Vec<_>>>()?;
+    let mut out_kinds = vec![];
+    for t in &out_types {
+        match output_kind(t) {
+            Ok(k) => out_kinds.push(k),
+            Err(e) => errors.push(e),
+        }
+    }
+    // The returned values are checked against declared kinds only.
+    let outputs_declared = !out_types.is_empty() && out_kinds.len() == out_types.len();
 
     let stmts = &item.block.stmts;
     let Some((tail, body)) = stmts.split_last() else {
-        return Err(syn::Error::new(item.block.span(), "the body must end with the returned outputs"));
+        errors.push(syn::Error::new(item.block.span(), "the body must end with the returned outputs"));
+        return Err(combined(errors));
     };
     for stmt in body {
-        let Stmt::Local(local) = stmt else {
-            return Err(syn::Error::new(stmt.span(), "only `let name = expr;` statements are allowed"));
-        };
-        let Some(init) = &local.init else {
-            return Err(syn::Error::new(local.span(), "a `let` needs a value"));
-        };
-        if let Pat::Tuple(t) = &local.pat {
-            lower_unpair(&mut lw, t, &init.expr)?;
-            continue;
+        if let Err(e) = lower_stmt(&mut lw, stmt) {
+            // The names it binds are poisoned: their uses were reported here.
+            if let Stmt::Local(local) = stmt {
+                bound_names(&local.pat, &mut |n| {
+                    lw.poisoned.insert(n);
+                });
+            }
+            report(&mut errors, e);
         }
-        let Pat::Ident(pi) = &local.pat else {
-            return Err(syn::Error::new(local.pat.span(), "expected `let name = ...` (no patterns or type annotations)"));
-        };
-        let v = lw.expr(&init.expr)?;
-        let id = match v {
-            Value::Elem(id) | Value::Out(id, _) | Value::Index(id) => id,
-        };
-        let name = binding_name(&pi.ident)?;
-        // Name the node after the binding unless it is a plain alias of a named one.
-        if lw.nodes[id].name.is_none() {
-            lw.nodes[id].name = Some(name.clone());
-        }
-        lw.scope.insert(name.clone(), v);
-        lw.reads.insert(name.clone(), 0);
-        lw.let_spans.push((name, pi.ident.span()));
     }
-    let Stmt::Expr(tail, None) = tail else {
-        return Err(syn::Error::new(tail.span(), "the body must end with the returned outputs (no `;`)"));
+    let outputs = if outputs_declared {
+        match lower_outputs(&mut lw, tail, &out_kinds, &out_types) {
+            Ok(outputs) => outputs,
+            Err(e) => {
+                report(&mut errors, e);
+                vec![]
+            }
+        }
+    } else {
+        vec![]
     };
-    let returned: Vec<&Expr> = match tail {
-        Expr::Tuple(t) => t.elems.iter().collect(),
-        other => vec![other],
-    };
-    if returned.len() != out_kinds.len() {
-        return Err(syn::Error::new(
-            tail.span(),
-            format!("the signature declares {} outputs but the body returns {}", out_kinds.len(), returned.len()),
-        ));
-    }
-    let mut outputs = vec![];
-    for ((e, kind), ty) in returned.iter().zip(&out_kinds).zip(&out_types) {
-        let name = match e {
-            Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()),
-            _ => None,
-        }
-        .ok_or_else(|| {
-            syn::Error::new(e.span(), "return a `let` name: outputs are named after their bindings (`let y = ...; y`)")
-        })?;
-        if RESERVED_NAMES.contains(&name.as_str()) {
-            return Err(syn::Error::new(
-                e.span(),
-                format!("`{name}` is reserved for the GEMM operand {}; bind the output to another name", name.to_uppercase()),
-            ));
-        }
-        if outputs.iter().any(|o: &Output| o.name == name) {
-            return Err(syn::Error::new(e.span(), format!("`{name}` is returned twice")));
-        }
-        if lw.inputs.iter().any(|p| p.name == name) {
-            return Err(syn::Error::new(
-                e.span(),
-                format!("`{name}` is an input's name, and an output takes its `let` name: bind the output to a name no input has"),
-            ));
-        }
-        let value = match (lw.expr(e)?, kind) {
-            (Value::Out(id, k), want) if k == *want => id,
-            (Value::Out(_, k), _) => {
-                let (what, want) = out_desc(k);
-                return Err(syn::Error::new(ty.span(), format!("`{name}` is {what}; declare this output as `{want}`")));
-            }
-            (Value::Index(_), _) => {
-                return Err(syn::Error::new(e.span(), format!("`{name}` is an input index vector, not an output")));
-            }
-            (Value::Elem(_), k)
-                if matches!(k, OutputKind::RowPartial | OutputKind::ColPartial | OutputKind::LsePartial) =>
-            {
-                let producer = match k {
-                    OutputKind::RowPartial => "row_sum(...)",
-                    OutputKind::ColPartial => "col_sum(...)",
-                    OutputKind::LsePartial => "row_lse(...)",
-                    _ => "gather(x, target)",
-                };
-                return Err(syn::Error::new(
-                    ty.span(),
-                    format!("`{name}` is an element-wise value; a `{}` output needs `{producer}`", out_desc(*k).1),
-                ));
-            }
-            (Value::Elem(id), _) => {
-                let w = lw.widths[id];
-                let fits = match kind {
-                    OutputKind::Tile(_) => [Width::Full, Width::Row, Width::Col, Width::Uniform].contains(&w),
-                    OutputKind::PerRow(_) => [Width::Row, Width::Uniform].contains(&w),
-                    OutputKind::PerCol(_) => [Width::Col, Width::Uniform].contains(&w),
-                    OutputKind::HalfTile(_) => w == Width::Half,
-                    // A DoubleTile store interleaves the two values of a `pair`.
-                    OutputKind::DoubleTile(_) => w == Width::Double && matches!(lw.nodes[id].op, Op::Pair(..)),
-                    OutputKind::PerGroup(_) => group_uniform(&lw.nodes, &lw.inputs, id),
-                    _ => false,
-                };
-                if matches!(kind, OutputKind::PerGroup(_)) && lw.group.is_none() {
-                    return Err(syn::Error::new(
-                        ty.span(),
-                        "a `PerGroup<T>` output stores one value per group of columns: the program needs a group \
-                         reduction (`group_max(x, 128)`) to give the group size",
-                    ));
-                }
-                if !fits && matches!(kind, OutputKind::PerGroup(_)) {
-                    return Err(syn::Error::new(
-                        ty.span(),
-                        format!(
-                            "`{name}` is not the same across each group of columns; a `PerGroup<T>` output needs a value \
-                             of group reductions (`group_max(...)`), row vectors, scalars and constants"
-                        ),
-                    ));
-                }
-                if !fits {
-                    let is = match (w, kind) {
-                        (Width::Uniform, _) => "uniform (declare it `Tile<T>`, `PerRow<T>` or `PerCol<T>`)",
-                        (Width::Row, _) => "the same across each row (declare it `PerRow<T>` or `Tile<T>`)",
-                        (Width::Col, _) => "the same down each column (declare it `PerCol<T>` or `Tile<T>`)",
-                        (Width::Full, OutputKind::PerRow(_)) => "not the same across a row; a `PerRow<T>` output needs a value of row vectors and scalars",
-                        (Width::Full, OutputKind::PerCol(_)) => "not the same down a column; a `PerCol<T>` output needs a value of column vectors and scalars",
-                        (Width::Full, _) => "full-width (declare it `Tile<T>`)",
-                        (Width::Half, _) => "half-width, from `unpair` (declare it `HalfTile<T>`)",
-                        (Width::Double, OutputKind::DoubleTile(_)) => {
-                            "a DoubleTile input; a `DoubleTile` output is a `pair(even, odd)` of full-width values"
-                        }
-                        (Width::Double, _) => "double-width, a `pair` of full-width values (declare it `DoubleTile<T>`)",
-                    };
-                    return Err(syn::Error::new(ty.span(), format!("`{name}` is {is}")));
-                }
-                id
-            }
-        };
-        outputs.push(Output { name, kind: *kind, value });
+    if !errors.is_empty() {
+        return Err(combined(errors));
     }
     for (name, span) in &input_spans {
         if lw.reads.get(name).copied().unwrap_or(0) == 0 {
@@ -950,7 +873,222 @@ pub fn lower_fn(item: &ItemFn, config: Config) -> syn::Result<Program> {
         }
     }
     check_shared_memory(&config, lw.group.map(|(g, _)| g), &lw.inputs, &input_spans, &outputs, &out_types)?;
-    Ok(Program { name: sig.ident.to_string(), doc, config, inputs: lw.inputs, nodes: lw.nodes, outputs })
+    Ok(Program { name, doc, config, inputs: lw.inputs, nodes: lw.nodes, outputs })
+}
+
+/// One parameter of a program into `lw`'s inputs and scope.
+fn lower_input(lw: &mut Lowering, arg: &FnArg, input_spans: &mut Vec<(String, Span)>) -> syn::Result<()> {
+    let FnArg::Typed(pt) = arg else {
+        return Err(syn::Error::new(arg.span(), "an epilogue takes no `self`"));
+    };
+    let Pat::Ident(pi) = &*pt.pat else {
+        return Err(syn::Error::new(pt.pat.span(), "expected a parameter name"));
+    };
+    let name = binding_name(&pi.ident)?;
+    if RESERVED_NAMES.contains(&name.as_str()) {
+        return Err(syn::Error::new(
+            pi.ident.span(),
+            format!("`{name}` is reserved for {}; rename this input", reserved_for(&name)),
+        ));
+    }
+    if lw.inputs.iter().any(|p| p.name == name) {
+        return Err(syn::Error::new(pi.ident.span(), format!("duplicate input `{name}`")));
+    }
+    let kind = input_kind(&pt.ty)?;
+    if kind == InputKind::Acc && lw.inputs.iter().any(|p| p.kind == InputKind::Acc) {
+        return Err(syn::Error::new(pt.ty.span(), "a program has exactly one `Acc` input"));
+    }
+    let idx = lw.inputs.len();
+    lw.inputs.push(Input { name: name.clone(), kind });
+    let width = match kind {
+        InputKind::Acc | InputKind::Tile(_) => Width::Full,
+        InputKind::PerCol(_) => Width::Col,
+        InputKind::DoubleTile(_) => Width::Double,
+        InputKind::PerRow(_) => Width::Row,
+        InputKind::Scalar => Width::Uniform,
+    };
+    let id = lw.push(Op::Input(idx), width, pi.ident.span());
+    lw.nodes[id].name = Some(name.clone());
+    let value = if kind == InputKind::PerRow(DType::I32) { Value::Index(id) } else { Value::Elem(id) };
+    lw.scope.insert(name.clone(), value);
+    input_spans.push((name, pi.ident.span()));
+    Ok(())
+}
+
+/// One `let` of a program's body.
+fn lower_stmt(lw: &mut Lowering, stmt: &Stmt) -> syn::Result<()> {
+    let Stmt::Local(local) = stmt else {
+        return Err(syn::Error::new(stmt.span(), "only `let name = expr;` statements are allowed"));
+    };
+    let Some(init) = &local.init else {
+        return Err(syn::Error::new(local.span(), "a `let` needs a value"));
+    };
+    if let Some((else_token, _)) = &init.diverge {
+        return Err(syn::Error::new(else_token.span(), "`let ... else` is not supported: an epilogue has no control flow"));
+    }
+    if let Pat::Tuple(t) = &local.pat {
+        return lower_unpair(lw, t, &init.expr);
+    }
+    let Pat::Ident(pi) = &local.pat else {
+        return Err(syn::Error::new(local.pat.span(), "expected `let name = ...` (no patterns or type annotations)"));
+    };
+    let v = lw.expr(&init.expr)?;
+    let id = match v {
+        Value::Elem(id) | Value::Out(id, _) | Value::Index(id) => id,
+    };
+    let name = binding_name(&pi.ident)?;
+    // Name the node after the binding unless it is a plain alias of a named one.
+    if lw.nodes[id].name.is_none() {
+        lw.nodes[id].name = Some(name.clone());
+    }
+    lw.poisoned.remove(&name);
+    lw.scope.insert(name.clone(), v);
+    lw.reads.insert(name.clone(), 0);
+    lw.let_spans.push((name, pi.ident.span()));
+    Ok(())
+}
+
+/// The returned outputs: each a `let` name of the declared kind.
+fn lower_outputs(lw: &mut Lowering, tail: &Stmt, out_kinds: &[OutputKind], out_types: &[&Type]) -> syn::Result<Vec<Output>> {
+let Stmt::Expr(tail, None) = tail else {
+    return Err(syn::Error::new(tail.span(), "the body must end with the returned outputs (no `;`)"));
+};
+let returned: Vec<&Expr> = match tail {
+    Expr::Tuple(t) => t.elems.iter().collect(),
+    other => vec![other],
+};
+if returned.len() != out_kinds.len() {
+    return Err(syn::Error::new(
+        tail.span(),
+        format!("the signature declares {} outputs but the body returns {}", out_kinds.len(), returned.len()),
+    ));
+}
+let mut outputs = vec![];
+for ((e, kind), ty) in returned.iter().zip(out_kinds).zip(out_types) {
+    let name = match e {
+        Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()),
+        _ => None,
+    }
+    .ok_or_else(|| {
+        syn::Error::new(e.span(), "return a `let` name: outputs are named after their bindings (`let y = ...; y`)")
+    })?;
+    if RESERVED_NAMES.contains(&name.as_str()) {
+        return Err(syn::Error::new(
+            e.span(),
+            format!("`{name}` is reserved for {}; bind the output to another name", reserved_for(&name)),
+        ));
+    }
+    if outputs.iter().any(|o: &Output| o.name == name) {
+        return Err(syn::Error::new(e.span(), format!("`{name}` is returned twice")));
+    }
+    if lw.inputs.iter().any(|p| p.name == name) {
+        return Err(syn::Error::new(
+            e.span(),
+            format!("`{name}` is an input's name, and an output takes its `let` name: bind the output to a name no input has"),
+        ));
+    }
+    let value = match (lw.expr(e)?, kind) {
+        (Value::Out(id, k), want) if k == *want => id,
+        (Value::Out(_, k), _) => {
+            let (what, want) = out_desc(k);
+            return Err(syn::Error::new(ty.span(), format!("`{name}` is {what}; declare this output as `{want}`")));
+        }
+        (Value::Index(_), _) => {
+            return Err(syn::Error::new(e.span(), format!("`{name}` is an input index vector, not an output")));
+        }
+        (Value::Elem(_), k)
+            if matches!(k, OutputKind::RowPartial | OutputKind::ColPartial | OutputKind::LsePartial) =>
+        {
+            let producer = match k {
+                OutputKind::RowPartial => "row_sum(...)",
+                OutputKind::ColPartial => "col_sum(...)",
+                OutputKind::LsePartial => "row_lse(...)",
+                _ => "gather(x, target)",
+            };
+            return Err(syn::Error::new(
+                ty.span(),
+                format!("`{name}` is an element-wise value; a `{}` output needs `{producer}`", out_desc(*k).1),
+            ));
+        }
+        (Value::Elem(id), _) => {
+            let w = lw.widths[id];
+            let fits = match kind {
+                OutputKind::Tile(_) => [Width::Full, Width::Row, Width::Col, Width::Uniform].contains(&w),
+                OutputKind::PerRow(_) => [Width::Row, Width::Uniform].contains(&w),
+                OutputKind::PerCol(_) => [Width::Col, Width::Uniform].contains(&w),
+                OutputKind::HalfTile(_) => w == Width::Half,
+                // A DoubleTile store interleaves the two values of a `pair`.
+                OutputKind::DoubleTile(_) => w == Width::Double && matches!(lw.nodes[id].op, Op::Pair(..)),
+                OutputKind::PerGroup(_) => group_uniform(&lw.nodes, &lw.inputs, id),
+                _ => false,
+            };
+            if matches!(kind, OutputKind::PerGroup(_)) && lw.group.is_none() {
+                return Err(syn::Error::new(
+                    ty.span(),
+                    "a `PerGroup<T>` output stores one value per group of columns: the program needs a group \
+                     reduction (`group_max(x, 128)`) to give the group size",
+                ));
+            }
+            if !fits && matches!(kind, OutputKind::PerGroup(_)) {
+                return Err(syn::Error::new(
+                    ty.span(),
+                    format!(
+                        "`{name}` is not the same across each group of columns; a `PerGroup<T>` output needs a value \
+                         of group reductions (`group_max(...)`), row vectors, scalars and constants"
+                    ),
+                ));
+            }
+            if !fits {
+                let is = match (w, kind) {
+                    (Width::Uniform, _) => "uniform (declare it `Tile<T>`, `PerRow<T>` or `PerCol<T>`)",
+                    (Width::Row, _) => "the same across each row (declare it `PerRow<T>` or `Tile<T>`)",
+                    (Width::Col, _) => "the same down each column (declare it `PerCol<T>` or `Tile<T>`)",
+                    (Width::Full, OutputKind::PerRow(_)) => "not the same across a row; a `PerRow<T>` output needs a value of row vectors and scalars",
+                    (Width::Full, OutputKind::PerCol(_)) => "not the same down a column; a `PerCol<T>` output needs a value of column vectors and scalars",
+                    (Width::Full, _) => "full-width (declare it `Tile<T>`)",
+                    (Width::Half, _) => "half-width, from `unpair` (declare it `HalfTile<T>`)",
+                    (Width::Double, OutputKind::DoubleTile(_)) => {
+                        "a DoubleTile input; a `DoubleTile` output is a `pair(even, odd)` of full-width values"
+                    }
+                    (Width::Double, _) => "double-width, a `pair` of full-width values (declare it `DoubleTile<T>`)",
+                };
+                return Err(syn::Error::new(ty.span(), format!("`{name}` is {is}")));
+            }
+            id
+        }
+    };
+    outputs.push(Output { name, kind: *kind, value });
+}
+    Ok(outputs)
+}
+
+/// The error a use of a name gets when the line that defined it failed:
+/// that line's error is the one reported.
+const POISONED: &str = "\u{0}a name whose definition failed";
+
+fn report(errors: &mut Vec<syn::Error>, e: syn::Error) {
+    if e.to_string() != POISONED {
+        errors.push(e);
+    }
+}
+
+/// All of a program's errors as one, in source order.
+fn combined(mut errors: Vec<syn::Error>) -> syn::Error {
+    errors.sort_by_key(|e| (e.span().start().line, e.span().start().column));
+    let mut all = errors.remove(0);
+    for e in errors {
+        all.combine(e);
+    }
+    all
+}
+
+/// The names a `let` pattern binds (a name, or a tuple of names).
+fn bound_names(pat: &Pat, each: &mut impl FnMut(String)) {
+    match pat {
+        Pat::Ident(pi) => each(pi.ident.to_string()),
+        Pat::Tuple(t) => t.elems.iter().for_each(|p| bound_names(p, each)),
+        _ => {}
+    }
 }
 
 /// Finds the config of an `#[epilogue(...)]` / `#[coda::epilogue(...)]` attribute.
@@ -1011,6 +1149,9 @@ fn collect<T>(results: impl Iterator<Item = syn::Result<T>>) -> syn::Result<Vec<
 
 /// The config of an `#[epilogue]` function's attribute.
 fn item_config(f: &ItemFn) -> syn::Result<Config> {
+    if let Some(second) = f.attrs.iter().filter(|a| a.path().segments.last().is_some_and(|s| s.ident == "epilogue")).nth(1) {
+        return Err(syn::Error::new(second.span(), "a second `#[epilogue]` attribute: give every option in one"));
+    }
     match epilogue_attr(f).map(|a| &a.meta) {
         None | Some(syn::Meta::Path(_)) => Ok(Config::default()),
         Some(syn::Meta::List(l)) => parse_config(l.tokens.clone()),

@@ -156,6 +156,11 @@ fn user_errors_name_the_rule() {
             "into its even and odd columns; this is a half-width value",
         ),
         (quote!(fn p(acc: Acc) -> HalfTile<bf16> { let (r#g, u) = unpair(acc); let y = r#g * u; y }), "raw identifiers are not supported"),
+        (quote!(fn p(acc: Acc, größe: PerRow<f32>) -> Tile<bf16> { let y = acc * größe; y }), "`größe`: names are ASCII here"),
+        (quote!(fn p__q(acc: Acc) -> Tile<bf16> { let y = acc; y }), "a program's name has no `__`"),
+        (quote!(fn p(acc: Acc) -> Tile<bf16> { let y = acc * 2.0 else { return; }; y }), "`let ... else` is not supported"),
+        (quote!(fn p(acc: Acc) -> HalfTile<bf16> { let (g, g) = unpair(acc); let y = g * 2.0; y }), "`g` is bound twice in this pattern"),
+        (quote!(fn p(acc: Acc, a_scale: PerRow<f32>) -> Tile<bf16> { let y = acc * a_scale; y }), "`a_scale` is reserved for A's blockwise scales"),
     ];
     let too_many = quote!(
         fn p(acc: Acc) -> (Tile<bf16>, Tile<bf16>, Tile<bf16>, Tile<bf16>, Tile<bf16>, Tile<bf16>, Tile<bf16>, Tile<bf16>, Tile<bf16>) {
@@ -174,6 +179,36 @@ fn user_errors_name_the_rule() {
         let err = lower(src.clone()).expect_err(&src.to_string());
         assert!(err.contains(want), "{src}\n  got: {err}\n  want: {want}");
     }
+    let deep = format!("fn p(acc: Acc) -> Tile<bf16> {{ let y = {}acc{}; y }}", "(".repeat(300), ")".repeat(300));
+    let err = lower(deep.parse().unwrap()).unwrap_err();
+    assert!(err.contains("expression nested deeper than 256 levels"), "{err}");
+    let twice = quote!(#[coda::epilogue(a = e4m3, b = e4m3)] #[coda::epilogue(tile = (256, 128))] fn p(acc: Acc) -> Tile<bf16> { let y = acc; y });
+    let err = coda_dsl::lower_file(&syn::parse2::<syn::File>(twice).unwrap()).unwrap_err().to_string();
+    assert!(err.contains("a second `#[epilogue]` attribute"), "{err}");
+}
+
+/// Every failing line of a program is reported, and a name whose line
+/// failed is not reported again where it is used.
+#[test]
+fn each_failing_line_of_a_program_is_reported_once() {
+    let err = coda_dsl::lower_fn(
+        &syn::parse2(quote! {
+            fn p(acc: Acc, bad: PerColumn<f32>, r: PerRow<f32>) -> Tile<bf16> {
+                let y = erf(acc) + bad;
+                let z = pow(acc, 2.5);
+                let w = y + z * r + mish(acc);
+                w
+            }
+        })
+        .unwrap(),
+        Config::default(),
+    )
+    .unwrap_err();
+    let messages: Vec<String> = err.into_iter().map(|e| e.to_string()).collect();
+    assert_eq!(messages.len(), 3, "{messages:#?}");
+    assert!(messages[0].contains("unknown input type `PerColumn`"), "{messages:#?}");
+    assert!(messages[1].contains("unknown function `erf`"), "{messages:#?}");
+    assert!(messages[2].contains("`pow`'s exponent"), "{messages:#?}");
 }
 
 #[test]

@@ -244,12 +244,21 @@ pub fn map_pairs(x: Tile<bf16>, z: DoubleTile<bf16>, s: PerRow<f32>) -> (Tile<bf
 #[coda::epilogue(tile = (128, 128))]
 /// Names the generated code uses for its own: C++ keywords (`float`, `new`),
 /// the functor's `i`, `out`, what it calls (`sqrtf`) and its inlined
-/// `t<id>`; the launcher's `stream`, `choice`, `prob` and a partial's
-/// `<name>_buf`. Each must compile and read its own argument.
-pub fn cpp_names(acc: Acc, i: PerRow<f32>, out: PerCol<bf16>, float: Tile<bf16>, stream: Scalar, choice: PerRow<f32>, prob_buf: PerCol<f32>)
-    -> (Tile<bf16>, Tile<f32>, RowPartial<f32>) {
+/// `t<id>`, a macro the build defines (`NDEBUG`); the launcher's `stream`,
+/// `choice`, `prob` and a partial's `<name>_buf`. Each must compile and
+/// read its own argument.
+pub fn cpp_names(
+    acc: Acc,
+    i: PerRow<f32>,
+    out: PerCol<bf16>,
+    float: Tile<bf16>,
+    stream: Scalar,
+    choice: PerRow<f32>,
+    prob_buf: PerCol<f32>,
+    NDEBUG: PerCol<f32>,
+) -> (Tile<bf16>, Tile<f32>, RowPartial<f32>) {
     let t3 = acc * i + float;
-    let sqrtf = t3 * out - stream;
+    let sqrtf = t3 * out - stream * NDEBUG;
     let y = sqrtf * choice + t3 * sigmoid(sqrtf) + prob_buf;
     let new = y * y;
     let prob = row_sum(t3);
