@@ -404,6 +404,7 @@ impl Build {
                 units.extend(kernels.into_iter().map(|k| Unit::new(pi, vec![k], &gen_dir, &cache, &fingerprint)));
             }
         }
+        let jobs = parallelism()?;
         let total = units.len();
         let progress = Progress::new();
         let finished = AtomicUsize::new(0);
@@ -411,7 +412,7 @@ impl Build {
         let todo = Mutex::new(units.iter());
         let errors = Mutex::new(vec![]);
         std::thread::scope(|s| {
-            for worker in 0..parallelism() {
+            for worker in 0..jobs {
                 let (todo, built, errors, finished, progress, programs, compiler) = (&todo, &built, &errors, &finished, &progress, &programs, &compiler);
                 s.spawn(move || {
                     loop {
@@ -601,12 +602,18 @@ fn token(worker: usize, done: impl Fn() -> bool) -> Option<Option<jobserver::Acq
 }
 
 /// One Hopper GEMM TU takes ~3.3 GB and ~40 s: at most `CODA_JOBS` (default: cores, max 2) at once.
-fn parallelism() -> usize {
-    std::env::var("CODA_JOBS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(2)))
-        .max(1)
+fn parallelism() -> Result<usize, String> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    jobs(std::env::var("CODA_JOBS").ok().as_deref(), cores)
+}
+
+/// `CODA_JOBS` as set, else the cores up to 2; a value that is not a
+/// whole number from 1 is an error, not a silent default.
+fn jobs(var: Option<&str>, cores: usize) -> Result<usize, String> {
+    match var {
+        None => Ok(cores.clamp(1, 2)),
+        Some(v) => v.trim().parse().ok().filter(|&n| n >= 1).ok_or_else(|| format!("coda: CODA_JOBS: `{v}` is not a whole number of jobs, 1 or more")),
+    }
 }
 
 /// Build progress. Cargo shows a build script's output only when it fails,
@@ -759,4 +766,18 @@ pub fn render(path: &Path, src: &str, e: &syn::Error) -> String {
         })
         .collect();
     blocks.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn coda_jobs_is_a_whole_number_from_one() {
+        assert_eq!(super::jobs(None, 16), Ok(2));
+        assert_eq!(super::jobs(None, 1), Ok(1));
+        assert_eq!(super::jobs(Some("3"), 2), Ok(3));
+        for bad in ["0", "-1", "two", ""] {
+            let e = super::jobs(Some(bad), 2).unwrap_err();
+            assert!(e.contains(&format!("CODA_JOBS: `{bad}` is not a whole number")), "{e}");
+        }
+    }
 }
