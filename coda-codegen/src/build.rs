@@ -195,7 +195,8 @@ impl Unit {
     fn new(program: usize, kernels: Vec<Job>, gen_dir: &Path, cache: &Path, fingerprint: &str) -> Unit {
         let name = match &kernels[..] {
             [one] => one.name.clone(),
-            _ => kernels[0].name.split("__").next().unwrap_or(&kernels[0].name).to_string(),
+            // Config names have no `__`: the program's name is all before the last.
+            _ => kernels[0].name.rsplit_once("__").map_or(kernels[0].name.as_str(), |(program, _)| program).to_string(),
         };
         let src = kernels.iter().map(|k| k.src.as_str()).collect::<Vec<_>>().join("\n");
         let key = cache::key(fingerprint, &src);
@@ -333,6 +334,7 @@ impl Build {
         ] {
             cargo(format!("rerun-if-env-changed={var}"));
         }
+        let jobs = parallelism()?;
         let from_env = match std::env::var("CODA_CONFIGS") {
             Ok(v) => Some(ConfigSet::parse(&v).map_err(|e| format!("coda: CODA_CONFIGS: {e}"))?),
             Err(_) => None,
@@ -404,7 +406,6 @@ impl Build {
                 units.extend(kernels.into_iter().map(|k| Unit::new(pi, vec![k], &gen_dir, &cache, &fingerprint)));
             }
         }
-        let jobs = parallelism()?;
         let total = units.len();
         let progress = Progress::new();
         let finished = AtomicUsize::new(0);
@@ -770,6 +771,22 @@ pub fn render(path: &Path, src: &str, e: &syn::Error) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// A unit of several configs is named after its program, all of it:
+    /// `p_`'s must not be `p`'s file.
+    #[test]
+    fn a_unit_of_several_configs_takes_its_programs_whole_name() {
+        let job = |config: &str| super::Job {
+            variant: 0,
+            name: format!("p___{config}"),
+            tag: String::new(),
+            src: String::new(),
+            key: String::new(),
+        };
+        let dir = std::path::Path::new("/gen");
+        let unit = super::Unit::new(0, vec![job("coop_128x256_c1x1"), job("pp_128x128_c1x2")], dir, dir, "");
+        assert_eq!(unit.cu, dir.join("p_.cu"));
+    }
+
     #[test]
     fn coda_jobs_is_a_whole_number_from_one() {
         assert_eq!(super::jobs(None, 16), Ok(2));

@@ -294,9 +294,10 @@ fn inlined_leaves(p: &Program, root: NodeId, value_node: &[Option<usize>]) -> Ve
 /// Whether a user's name cannot stand as a functor parameter in the
 /// generated C++ as it is: a C++ keyword, a name the functor body uses
 /// itself (`F`, `out`, `i`, the inlined values `t<id>`, the functions it
-/// calls unqualified, the namespaces it names), a macro's (every name
-/// without a lower-case letter, and a few lower-case ones), or one C++
-/// reserves (`__` anywhere, `_` and a capital first).
+/// calls unqualified, the namespaces it names), or a macro's (every name
+/// without a lower-case letter, and a few lower-case ones). Names C++
+/// reserves to the implementation (`__`, `_` and a capital) compile with
+/// nvcc and are left as they are.
 fn taken_in_cpp(name: &str) -> bool {
     const WORDS: &[&str] = &[
         "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case", "catch", "char",
@@ -314,11 +315,10 @@ fn taken_in_cpp(name: &str) -> bool {
         "errno", "stdin", "stdout", "stderr", "linux", "unix",
     ];
     let inlined = name.strip_prefix('t').is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()));
-    let reserved = name.contains("__") || name.strip_prefix('_').is_some_and(|r| r.starts_with(|c: char| c.is_ascii_uppercase()));
     // A name without a lower-case letter may be a macro (NDEBUG, FLT_MAX,
     // INFINITY, M_PI, CUDART_VERSION...): the headers define hundreds.
     let macro_like = !name.bytes().any(|b| b.is_ascii_lowercase());
-    WORDS.contains(&name) || inlined || reserved || macro_like
+    WORDS.contains(&name) || inlined || macro_like
 }
 
 /// Unique C++ identifiers derived from the user's names.

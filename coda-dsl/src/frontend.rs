@@ -17,16 +17,12 @@ use crate::ir::{
 };
 
 /// Names the generated launch API uses for the GEMM operands and their scales.
-pub const RESERVED_NAMES: [&str; 4] = ["a", "b", "a_scale", "b_scale"];
+pub const RESERVED_NAMES: [(&str, &str); 4] =
+    [("a", "the GEMM operand A"), ("b", "the GEMM operand B"), ("a_scale", "A's blockwise scales"), ("b_scale", "B's blockwise scales")];
 
-/// What a [`RESERVED_NAMES`] name stands for.
-fn reserved_for(name: &str) -> &'static str {
-    match name {
-        "a" => "the GEMM operand A",
-        "b" => "the GEMM operand B",
-        "a_scale" => "A's blockwise scales",
-        _ => "B's blockwise scales",
-    }
+/// What `name` is reserved for, if it is one of [`RESERVED_NAMES`].
+fn reserved_for(name: &str) -> Option<&'static str> {
+    RESERVED_NAMES.iter().find(|(n, _)| *n == name).map(|(_, what)| *what)
 }
 
 /// What a value of width `w` is, for errors.
@@ -316,7 +312,8 @@ impl Lowering {
 
     fn expr(&mut self, e: &Expr) -> syn::Result<Value> {
         // Lowering recurses through nested expressions: bound it, so that a
-        // machine-made expression thousands deep is an error, not an overflow.
+        // machine-made expression thousands deep is an error, not an
+        // overflow (256 levels, syn's parse included, fit a 2 MiB stack).
         const MAX_DEPTH: usize = 256;
         if self.depth == MAX_DEPTH {
             return Err(syn::Error::new(e.span(), format!("expression nested deeper than {MAX_DEPTH} levels: split it with `let`")));
@@ -790,10 +787,10 @@ pub fn lower_fn(item: &ItemFn, config: Config) -> syn::Result<Program> {
     for arg in &sig.inputs {
         if let Err(e) = lower_input(&mut lw, arg, &mut input_spans) {
             // Its uses are not errors of their own.
-            if let FnArg::Typed(pt) = arg
-                && let Pat::Ident(pi) = &*pt.pat
-            {
-                lw.poisoned.insert(pi.ident.to_string());
+            if let FnArg::Typed(pt) = arg {
+                bound_names(&pt.pat, &mut |n| {
+                    lw.poisoned.insert(n);
+                });
             }
             errors.push(e);
         }
@@ -818,6 +815,10 @@ pub fn lower_fn(item: &ItemFn, config: Config) -> syn::Result<Program> {
             vec![]
         }
         ReturnType::Type(_, ty) => match &**ty {
+            Type::Tuple(t) if t.elems.is_empty() => {
+                errors.push(syn::Error::new(ty.span(), "an epilogue returns at least one output, e.g. `-> Tile<bf16>`"));
+                vec![]
+            }
             Type::Tuple(t) => t.elems.iter().collect(),
             other => vec![other],
         },
@@ -885,11 +886,8 @@ fn lower_input(lw: &mut Lowering, arg: &FnArg, input_spans: &mut Vec<(String, Sp
         return Err(syn::Error::new(pt.pat.span(), "expected a parameter name"));
     };
     let name = binding_name(&pi.ident)?;
-    if RESERVED_NAMES.contains(&name.as_str()) {
-        return Err(syn::Error::new(
-            pi.ident.span(),
-            format!("`{name}` is reserved for {}; rename this input", reserved_for(&name)),
-        ));
+    if let Some(what) = reserved_for(&name) {
+        return Err(syn::Error::new(pi.ident.span(), format!("`{name}` is reserved for {what}; rename this input")));
     }
     if lw.inputs.iter().any(|p| p.name == name) {
         return Err(syn::Error::new(pi.ident.span(), format!("duplicate input `{name}`")));
@@ -950,115 +948,112 @@ fn lower_stmt(lw: &mut Lowering, stmt: &Stmt) -> syn::Result<()> {
 
 /// The returned outputs: each a `let` name of the declared kind.
 fn lower_outputs(lw: &mut Lowering, tail: &Stmt, out_kinds: &[OutputKind], out_types: &[&Type]) -> syn::Result<Vec<Output>> {
-let Stmt::Expr(tail, None) = tail else {
-    return Err(syn::Error::new(tail.span(), "the body must end with the returned outputs (no `;`)"));
-};
-let returned: Vec<&Expr> = match tail {
-    Expr::Tuple(t) => t.elems.iter().collect(),
-    other => vec![other],
-};
-if returned.len() != out_kinds.len() {
-    return Err(syn::Error::new(
-        tail.span(),
-        format!("the signature declares {} outputs but the body returns {}", out_kinds.len(), returned.len()),
-    ));
-}
-let mut outputs = vec![];
-for ((e, kind), ty) in returned.iter().zip(out_kinds).zip(out_types) {
-    let name = match e {
-        Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()),
-        _ => None,
-    }
-    .ok_or_else(|| {
-        syn::Error::new(e.span(), "return a `let` name: outputs are named after their bindings (`let y = ...; y`)")
-    })?;
-    if RESERVED_NAMES.contains(&name.as_str()) {
+    let Stmt::Expr(tail, None) = tail else {
+        return Err(syn::Error::new(tail.span(), "the body must end with the returned outputs (no `;`)"));
+    };
+    let returned: Vec<&Expr> = match tail {
+        Expr::Tuple(t) => t.elems.iter().collect(),
+        other => vec![other],
+    };
+    if returned.len() != out_kinds.len() {
         return Err(syn::Error::new(
-            e.span(),
-            format!("`{name}` is reserved for {}; bind the output to another name", reserved_for(&name)),
+            tail.span(),
+            format!("the signature declares {} outputs but the body returns {}", out_kinds.len(), returned.len()),
         ));
     }
-    if outputs.iter().any(|o: &Output| o.name == name) {
-        return Err(syn::Error::new(e.span(), format!("`{name}` is returned twice")));
-    }
-    if lw.inputs.iter().any(|p| p.name == name) {
-        return Err(syn::Error::new(
-            e.span(),
-            format!("`{name}` is an input's name, and an output takes its `let` name: bind the output to a name no input has"),
-        ));
-    }
-    let value = match (lw.expr(e)?, kind) {
-        (Value::Out(id, k), want) if k == *want => id,
-        (Value::Out(_, k), _) => {
-            let (what, want) = out_desc(k);
-            return Err(syn::Error::new(ty.span(), format!("`{name}` is {what}; declare this output as `{want}`")));
+    let mut outputs = vec![];
+    for ((e, kind), ty) in returned.iter().zip(out_kinds).zip(out_types) {
+        let name = match e {
+            Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()),
+            _ => None,
         }
-        (Value::Index(_), _) => {
-            return Err(syn::Error::new(e.span(), format!("`{name}` is an input index vector, not an output")));
+        .ok_or_else(|| {
+            syn::Error::new(e.span(), "return a `let` name: outputs are named after their bindings (`let y = ...; y`)")
+        })?;
+        if let Some(what) = reserved_for(&name) {
+            return Err(syn::Error::new(e.span(), format!("`{name}` is reserved for {what}; bind the output to another name")));
         }
-        (Value::Elem(_), k)
-            if matches!(k, OutputKind::RowPartial | OutputKind::ColPartial | OutputKind::LsePartial) =>
-        {
-            let producer = match k {
-                OutputKind::RowPartial => "row_sum(...)",
-                OutputKind::ColPartial => "col_sum(...)",
-                OutputKind::LsePartial => "row_lse(...)",
-                _ => "gather(x, target)",
-            };
+        if outputs.iter().any(|o: &Output| o.name == name) {
+            return Err(syn::Error::new(e.span(), format!("`{name}` is returned twice")));
+        }
+        if lw.inputs.iter().any(|p| p.name == name) {
             return Err(syn::Error::new(
-                ty.span(),
-                format!("`{name}` is an element-wise value; a `{}` output needs `{producer}`", out_desc(*k).1),
+                e.span(),
+                format!("`{name}` is an input's name, and an output takes its `let` name: bind the output to a name no input has"),
             ));
         }
-        (Value::Elem(id), _) => {
-            let w = lw.widths[id];
-            let fits = match kind {
-                OutputKind::Tile(_) => [Width::Full, Width::Row, Width::Col, Width::Uniform].contains(&w),
-                OutputKind::PerRow(_) => [Width::Row, Width::Uniform].contains(&w),
-                OutputKind::PerCol(_) => [Width::Col, Width::Uniform].contains(&w),
-                OutputKind::HalfTile(_) => w == Width::Half,
-                // A DoubleTile store interleaves the two values of a `pair`.
-                OutputKind::DoubleTile(_) => w == Width::Double && matches!(lw.nodes[id].op, Op::Pair(..)),
-                OutputKind::PerGroup(_) => group_uniform(&lw.nodes, &lw.inputs, id),
-                _ => false,
-            };
-            if matches!(kind, OutputKind::PerGroup(_)) && lw.group.is_none() {
-                return Err(syn::Error::new(
-                    ty.span(),
-                    "a `PerGroup<T>` output stores one value per group of columns: the program needs a group \
-                     reduction (`group_max(x, 128)`) to give the group size",
-                ));
+        let value = match (lw.expr(e)?, kind) {
+            (Value::Out(id, k), want) if k == *want => id,
+            (Value::Out(_, k), _) => {
+                let (what, want) = out_desc(k);
+                return Err(syn::Error::new(ty.span(), format!("`{name}` is {what}; declare this output as `{want}`")));
             }
-            if !fits && matches!(kind, OutputKind::PerGroup(_)) {
-                return Err(syn::Error::new(
-                    ty.span(),
-                    format!(
-                        "`{name}` is not the same across each group of columns; a `PerGroup<T>` output needs a value \
-                         of group reductions (`group_max(...)`), row vectors, scalars and constants"
-                    ),
-                ));
+            (Value::Index(_), _) => {
+                return Err(syn::Error::new(e.span(), format!("`{name}` is an input index vector, not an output")));
             }
-            if !fits {
-                let is = match (w, kind) {
-                    (Width::Uniform, _) => "uniform (declare it `Tile<T>`, `PerRow<T>` or `PerCol<T>`)",
-                    (Width::Row, _) => "the same across each row (declare it `PerRow<T>` or `Tile<T>`)",
-                    (Width::Col, _) => "the same down each column (declare it `PerCol<T>` or `Tile<T>`)",
-                    (Width::Full, OutputKind::PerRow(_)) => "not the same across a row; a `PerRow<T>` output needs a value of row vectors and scalars",
-                    (Width::Full, OutputKind::PerCol(_)) => "not the same down a column; a `PerCol<T>` output needs a value of column vectors and scalars",
-                    (Width::Full, _) => "full-width (declare it `Tile<T>`)",
-                    (Width::Half, _) => "half-width, from `unpair` (declare it `HalfTile<T>`)",
-                    (Width::Double, OutputKind::DoubleTile(_)) => {
-                        "a DoubleTile input; a `DoubleTile` output is a `pair(even, odd)` of full-width values"
-                    }
-                    (Width::Double, _) => "double-width, a `pair` of full-width values (declare it `DoubleTile<T>`)",
+            (Value::Elem(_), k)
+                if matches!(k, OutputKind::RowPartial | OutputKind::ColPartial | OutputKind::LsePartial) =>
+            {
+                let producer = match k {
+                    OutputKind::RowPartial => "row_sum(...)",
+                    OutputKind::ColPartial => "col_sum(...)",
+                    OutputKind::LsePartial => "row_lse(...)",
+                    _ => "gather(x, target)",
                 };
-                return Err(syn::Error::new(ty.span(), format!("`{name}` is {is}")));
+                return Err(syn::Error::new(
+                    ty.span(),
+                    format!("`{name}` is an element-wise value; a `{}` output needs `{producer}`", out_desc(*k).1),
+                ));
             }
-            id
-        }
-    };
-    outputs.push(Output { name, kind: *kind, value });
-}
+            (Value::Elem(id), _) => {
+                let w = lw.widths[id];
+                let fits = match kind {
+                    OutputKind::Tile(_) => [Width::Full, Width::Row, Width::Col, Width::Uniform].contains(&w),
+                    OutputKind::PerRow(_) => [Width::Row, Width::Uniform].contains(&w),
+                    OutputKind::PerCol(_) => [Width::Col, Width::Uniform].contains(&w),
+                    OutputKind::HalfTile(_) => w == Width::Half,
+                    // A DoubleTile store interleaves the two values of a `pair`.
+                    OutputKind::DoubleTile(_) => w == Width::Double && matches!(lw.nodes[id].op, Op::Pair(..)),
+                    OutputKind::PerGroup(_) => group_uniform(&lw.nodes, &lw.inputs, id),
+                    _ => false,
+                };
+                if matches!(kind, OutputKind::PerGroup(_)) && lw.group.is_none() {
+                    return Err(syn::Error::new(
+                        ty.span(),
+                        "a `PerGroup<T>` output stores one value per group of columns: the program needs a group \
+                         reduction (`group_max(x, 128)`) to give the group size",
+                    ));
+                }
+                if !fits && matches!(kind, OutputKind::PerGroup(_)) {
+                    return Err(syn::Error::new(
+                        ty.span(),
+                        format!(
+                            "`{name}` is not the same across each group of columns; a `PerGroup<T>` output needs a value \
+                             of group reductions (`group_max(...)`), row vectors, scalars and constants"
+                        ),
+                    ));
+                }
+                if !fits {
+                    let is = match (w, kind) {
+                        (Width::Uniform, _) => "uniform (declare it `Tile<T>`, `PerRow<T>` or `PerCol<T>`)",
+                        (Width::Row, _) => "the same across each row (declare it `PerRow<T>` or `Tile<T>`)",
+                        (Width::Col, _) => "the same down each column (declare it `PerCol<T>` or `Tile<T>`)",
+                        (Width::Full, OutputKind::PerRow(_)) => "not the same across a row; a `PerRow<T>` output needs a value of row vectors and scalars",
+                        (Width::Full, OutputKind::PerCol(_)) => "not the same down a column; a `PerCol<T>` output needs a value of column vectors and scalars",
+                        (Width::Full, _) => "full-width (declare it `Tile<T>`)",
+                        (Width::Half, _) => "half-width, from `unpair` (declare it `HalfTile<T>`)",
+                        (Width::Double, OutputKind::DoubleTile(_)) => {
+                            "a DoubleTile input; a `DoubleTile` output is a `pair(even, odd)` of full-width values"
+                        }
+                        (Width::Double, _) => "double-width, a `pair` of full-width values (declare it `DoubleTile<T>`)",
+                    };
+                    return Err(syn::Error::new(ty.span(), format!("`{name}` is {is}")));
+                }
+                id
+            }
+        };
+        outputs.push(Output { name, kind: *kind, value });
+    }
     Ok(outputs)
 }
 
@@ -1087,18 +1082,24 @@ fn bound_names(pat: &Pat, each: &mut impl FnMut(String)) {
     match pat {
         Pat::Ident(pi) => each(pi.ident.to_string()),
         Pat::Tuple(t) => t.elems.iter().for_each(|p| bound_names(p, each)),
+        Pat::Type(t) => bound_names(&t.pat, each),
+        Pat::Paren(p) => bound_names(&p.pat, each),
         _ => {}
     }
 }
 
 /// Finds the config of an `#[epilogue(...)]` / `#[coda::epilogue(...)]` attribute.
 pub fn epilogue_attr(item: &ItemFn) -> Option<&syn::Attribute> {
-    item.attrs.iter().find(|a| a.path().segments.last().is_some_and(|s| s.ident == "epilogue"))
+    item.attrs.iter().find(|a| is_epilogue(a))
+}
+
+fn is_epilogue(a: &syn::Attribute) -> bool {
+    a.path().segments.last().is_some_and(|s| s.ident == "epilogue")
 }
 
 /// Lowers every `#[epilogue]` function of a parsed Rust file, recursing into
-/// inline modules. Each function is lowered on its own, so the error has one
-/// message for every function that fails.
+/// inline modules. Each function is lowered on its own, so the error holds
+/// the errors of every function that fails.
 pub fn lower_file(file: &syn::File) -> syn::Result<Vec<Program>> {
     collect(epilogue_fns(file).into_iter().map(|f| lower_fn(f, item_config(f)?)))
 }
@@ -1149,7 +1150,7 @@ fn collect<T>(results: impl Iterator<Item = syn::Result<T>>) -> syn::Result<Vec<
 
 /// The config of an `#[epilogue]` function's attribute.
 fn item_config(f: &ItemFn) -> syn::Result<Config> {
-    if let Some(second) = f.attrs.iter().filter(|a| a.path().segments.last().is_some_and(|s| s.ident == "epilogue")).nth(1) {
+    if let Some(second) = f.attrs.iter().filter(|a| is_epilogue(a)).nth(1) {
         return Err(syn::Error::new(second.span(), "a second `#[epilogue]` attribute: give every option in one"));
     }
     match epilogue_attr(f).map(|a| &a.meta) {

@@ -182,6 +182,10 @@ fn user_errors_name_the_rule() {
     let deep = format!("fn p(acc: Acc) -> Tile<bf16> {{ let y = {}acc{}; y }}", "(".repeat(300), ")".repeat(300));
     let err = lower(deep.parse().unwrap()).unwrap_err();
     assert!(err.contains("expression nested deeper than 256 levels"), "{err}");
+    for unit in [quote!(fn p(acc: Acc) -> () { let (_, _) = unpair(acc); 1.0 }), quote!(fn p(acc: Acc) -> () { acc })] {
+        let err = lower(unit).unwrap_err();
+        assert!(err.contains("an epilogue returns at least one output"), "{err}");
+    }
     let twice = quote!(#[coda::epilogue(a = e4m3, b = e4m3)] #[coda::epilogue(tile = (256, 128))] fn p(acc: Acc) -> Tile<bf16> { let y = acc; y });
     let err = coda_dsl::lower_file(&syn::parse2::<syn::File>(twice).unwrap()).unwrap_err().to_string();
     assert!(err.contains("a second `#[epilogue]` attribute"), "{err}");
@@ -209,6 +213,9 @@ fn each_failing_line_of_a_program_is_reported_once() {
     assert!(messages[0].contains("unknown input type `PerColumn`"), "{messages:#?}");
     assert!(messages[1].contains("unknown function `erf`"), "{messages:#?}");
     assert!(messages[2].contains("`pow`'s exponent"), "{messages:#?}");
+    // An annotated `let` is refused once; its name is not then unknown.
+    let err = lower(quote!(fn p(acc: Acc) -> Tile<bf16> { let y: f32 = acc; y })).unwrap_err();
+    assert!(err.contains("no patterns or type annotations") && !err.contains("unknown name"), "{err}");
 }
 
 #[test]

@@ -259,7 +259,7 @@ pub fn module(p: &Program, vis: &syn::Visibility, name_span: Span) -> TokenStrea
             pub fn launch_as(
                 stream: &::coda_runtime::Stream,
                 choice: &::coda_runtime::Choice,
-                mut args: Args<'_>,
+                args: Args<'_>,
             ) -> ::core::result::Result<(), ::coda_runtime::Error> {
                 // Arguments are read through `args`, never bound by their
                 // names, which may be any of this function's own.
