@@ -1035,6 +1035,9 @@ fn lower_outputs(lw: &mut Lowering, tail: &Stmt, out_kinds: &[OutputKind], out_t
                 }
                 if !fits {
                     let is = match (w, kind) {
+                        (Width::Uniform, _) if lw.group.is_some() => {
+                            "uniform (declare it `Tile<T>`, `PerRow<T>`, `PerCol<T>` or `PerGroup<T>`)"
+                        }
                         (Width::Uniform, _) => "uniform (declare it `Tile<T>`, `PerRow<T>` or `PerCol<T>`)",
                         (Width::Row, _) => "the same across each row (declare it `PerRow<T>` or `Tile<T>`)",
                         (Width::Col, _) => "the same down each column (declare it `PerCol<T>` or `Tile<T>`)",
@@ -1156,7 +1159,7 @@ fn item_config(f: &ItemFn) -> syn::Result<Config> {
     match epilogue_attr(f).map(|a| &a.meta) {
         None | Some(syn::Meta::Path(_)) => Ok(Config::default()),
         Some(syn::Meta::List(l)) => parse_config(l.tokens.clone()),
-        Some(syn::Meta::NameValue(nv)) => Err(syn::Error::new(nv.span(), "use `#[epilogue(...)]`")),
+        Some(syn::Meta::NameValue(nv)) => Err(syn::Error::new(nv.span(), "options go in parentheses: `#[coda::epilogue(tile = (128, 128))]`")),
     }
 }
 

@@ -161,6 +161,10 @@ fn user_errors_name_the_rule() {
         (quote!(fn p(acc: Acc) -> Tile<bf16> { let y = acc * 2.0 else { return; }; y }), "`let ... else` is not supported"),
         (quote!(fn p(acc: Acc) -> HalfTile<bf16> { let (g, g) = unpair(acc); let y = g * 2.0; y }), "`g` is bound twice in this pattern"),
         (quote!(fn p(acc: Acc, a_scale: PerRow<f32>) -> Tile<bf16> { let y = acc * a_scale; y }), "`a_scale` is reserved for A's blockwise scales"),
+        (
+            quote!(fn p(acc: Acc) -> (Tile<bf16>, HalfTile<bf16>) { let y = group_sum(acc, 32); let h = 1.0; (y, h) }),
+            "`h` is uniform (declare it `Tile<T>`, `PerRow<T>`, `PerCol<T>` or `PerGroup<T>`)",
+        ),
     ];
     let too_many = quote!(
         fn p(acc: Acc) -> (Tile<bf16>, Tile<bf16>, Tile<bf16>, Tile<bf16>, Tile<bf16>, Tile<bf16>, Tile<bf16>, Tile<bf16>, Tile<bf16>) {
@@ -189,6 +193,9 @@ fn user_errors_name_the_rule() {
     let twice = quote!(#[coda::epilogue(a = e4m3, b = e4m3)] #[coda::epilogue(tile = (256, 128))] fn p(acc: Acc) -> Tile<bf16> { let y = acc; y });
     let err = coda_dsl::lower_file(&syn::parse2::<syn::File>(twice).unwrap()).unwrap_err().to_string();
     assert!(err.contains("a second `#[epilogue]` attribute"), "{err}");
+    let name_value = quote!(#[coda::epilogue = "pingpong"] fn p(acc: Acc) -> Tile<bf16> { let y = acc; y });
+    let err = coda_dsl::lower_file(&syn::parse2::<syn::File>(name_value).unwrap()).unwrap_err().to_string();
+    assert!(err.contains("options go in parentheses"), "{err}");
 }
 
 /// Every failing line of a program is reported, and a name whose line
