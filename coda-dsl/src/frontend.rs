@@ -497,7 +497,7 @@ impl Lowering {
                 let a = self.elem(args[0])?;
                 let b = self.elem(args[1])?;
                 let (wa, wb) = (self.widths[a], self.widths[b]);
-                let w = wa.join(wb).and_then(Width::doubled).ok_or_else(|| {
+                let w = wa.paired(wb).ok_or_else(|| {
                     syn::Error::new(
                         span,
                         format!("`pair` interleaves two half-width or two full-width values; these are {} and {}", width_desc(wa), width_desc(wb)),

@@ -376,6 +376,10 @@ impl Width {
             _ => None,
         }
     }
+    /// The width of `pair(self, other)`: their combination's, doubled.
+    pub fn paired(self, other: Width) -> Option<Width> {
+        self.join(other).and_then(Width::doubled)
+    }
     /// The width of an element-wise combination, if the widths are compatible.
     pub fn join(self, other: Width) -> Option<Width> {
         match (self, other) {
@@ -660,7 +664,7 @@ impl Program {
                 Op::Binary(_, a, b) => w[a].join(w[b]).unwrap_or(Width::Full),
                 Op::Select(c, a, b) => w[c].join(w[a]).and_then(|x| x.join(w[b])).unwrap_or(Width::Full),
                 Op::Unpair(a, _) => w[a].halved().unwrap_or(Width::Half),
-                Op::Pair(a, _) => w[a].doubled().unwrap_or(Width::Full),
+                Op::Pair(a, b) => w[a].paired(w[b]).unwrap_or(Width::Full),
             };
             w.push(width);
         }

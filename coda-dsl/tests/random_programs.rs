@@ -242,7 +242,8 @@ fn bounds(p: &Program, m: usize, n: usize, inp: &Inputs, u: f64) -> HashMap<Stri
                             GroupOp::Max => xs.iter().fold((f64::NEG_INFINITY, 0.0f64), |(m, e), &(x, ex)| (m.max(x), e.max(ex))),
                             _ => {
                                 let (sum, e, mag) = xs.iter().fold((0.0, 0.0, 0.0), |(s, e, m), &(x, ex)| (s + x, e + ex, m + x.abs() + ex));
-                                let (sum, e) = (sum, e + gamma(k) * mag);
+                                // A running sum may leave f32's range where the mean does not.
+                                let e = if mag > OVERFLOW { f64::INFINITY } else { e + gamma(k) * mag };
                                 if op == GroupOp::Mean { (sum / k as f64, e / k as f64) } else { (sum, e) }
                             }
                         };
@@ -276,7 +277,7 @@ fn bounds(p: &Program, m: usize, n: usize, inp: &Inputs, u: f64) -> HashMap<Stri
                                 .map(|c| at(s, c))
                                 .fold((0.0, 0.0), |(e, m), (v, ev)| (e + ev, m + v.abs() + ev));
                             let b = e + gamma(k) * mag + TINY;
-                            if b.is_nan() { f64::INFINITY } else { b }
+                            if b.is_nan() || mag > OVERFLOW { f64::INFINITY } else { b }
                         })
                         .collect()
                 }
@@ -337,7 +338,7 @@ fn bounds(p: &Program, m: usize, n: usize, inp: &Inputs, u: f64) -> HashMap<Stri
     assert!(m <= p.config.tile_m);
     for (name, acc) in colsum {
         let b =
-            acc.iter().map(|&(e, mag)| e + gamma(m) * mag + TINY).map(|b| if b.is_nan() { f64::INFINITY } else { b });
+            acc.iter().map(|&(e, mag)| if mag > OVERFLOW { f64::INFINITY } else { e + gamma(m) * mag + TINY }).map(|b| if b.is_nan() { f64::INFINITY } else { b });
         out.insert(name, b.collect());
     }
     out
@@ -650,6 +651,25 @@ fn per_col_output_of_a_uniform_value() {
     for precision in [Precision::F64, Precision::F32, Precision::Bf16Unfused] {
         let out = interp::evaluate(&p, 2, 4, &inp, precision).unwrap();
         assert_eq!(out["c"], [3.0; 4]);
+    }
+}
+
+/// Found by `mutated_sources_never_panic` with 30,000 cases: `pair` of a
+/// row vector (or scalar, column vector) and a full-width value is
+/// double-width to the frontend, which accepts it as a `DoubleTile`
+/// output, but `Program::widths` (which the interpreter and the codegen
+/// read) doubled only the first operand's width and made it full: the
+/// interpreter panicked (`the len is 2 but the index is 2`). Both now take
+/// `Width::paired`.
+#[test]
+fn pair_of_a_row_vector_and_a_full_value_is_double_width() {
+    let source = "#[coda::epilogue]\nfn gen_0(acc: Acc, r: PerRow<f32>) -> DoubleTile<bf16> {\n    let d = pair(r, acc);\n    d\n}\n";
+    let p = lower(source).unwrap().remove(0);
+    assert_eq!(p.widths()[p.outputs[0].value], coda_dsl::ir::Width::Double);
+    let inp = Inputs { acc: vec![1.0, 2.0, 3.0, 4.0], tensors: HashMap::from([("r".into(), vec![5.0, 6.0])]), ..Inputs::default() };
+    for precision in [Precision::F64, Precision::F32, Precision::Bf16Unfused] {
+        let out = interp::evaluate(&p, 2, 2, &inp, precision).unwrap();
+        assert_eq!(out["d"], [5.0, 1.0, 5.0, 2.0, 6.0, 3.0, 6.0, 4.0], "{precision:?}");
     }
 }
 
