@@ -27,7 +27,7 @@ use coda_llama::WeightGrad::F32;
 use coda_llama::{BackwardState, Borrowed, HeadBackwardState, HeadState, Owned};
 use coda_runtime::{Element, RawTensor, Stream, bf16};
 
-pub use coda_llama::BlockConfig;
+pub use coda_llama::{BlockConfig, QkNorm};
 /// The tail's loss variant (`HeadWeights::loss`): soft-capping, z-loss and
 /// label smoothing, each off by default (plain cross-entropy).
 pub use coda_llama::HeadLoss as LossVariant;
@@ -261,11 +261,17 @@ pub struct BlockWeights {
     pub w_qkv: Tensor,
     /// f32 `[qkv_width]`, [`BlockConfig::rope_freq`]'s values, made by [`BlockWeights::new`].
     pub rope_freq: Tensor,
+    /// QK-norm's weights (`q_norm`, `k_norm`), bf16 `[head_dim]` each in the
+    /// kernels' layout (`coda_llama::layout::head_vector_from_checkpoint`),
+    /// exactly when the config's `qk_norm`.
+    pub qk_norm: Option<QkNorm<Tensor>>,
 }
 
 impl BlockWeights {
     /// The weights, each checked now (device, dtype, layout, shape against
-    /// `config`, itself checked), or an error naming the first refused.
+    /// `config`, itself checked; `qk_norm` given exactly when the config's),
+    /// or an error naming the first refused.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         config: BlockConfig,
         wo: Tensor,
@@ -274,32 +280,46 @@ impl BlockWeights {
         w_down: Tensor,
         gamma2: Tensor,
         w_qkv: Tensor,
+        qk_norm: Option<QkNorm<Tensor>>,
     ) -> Result<BlockWeights> {
         let rope_freq = Tensor::from_vec(config.rope_freq().map_err(coda)?, config.qkv_width(), wo.device())?;
-        let w = BlockWeights { config, wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, rope_freq };
+        let w = BlockWeights { config, wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, rope_freq, qk_norm };
         let (rt, _) = runtime("wo", &w.wo)?;
         block_weights(&w.config, &w.lock(), &mut Call::new(&rt))?;
         Ok(w)
     }
 
-    fn lock(&self) -> [Locked<'_>; 7] {
-        [
-            lock("wo", &self.wo),
-            lock("gamma1", &self.gamma1),
-            lock("w_gate_up", &self.w_gate_up),
-            lock("w_down", &self.w_down),
-            lock("gamma2", &self.gamma2),
-            lock("w_qkv", &self.w_qkv),
-            lock("rope_freq", &self.rope_freq),
-        ]
+    fn lock(&self) -> LockedWeights<'_> {
+        LockedWeights {
+            block: [
+                lock("wo", &self.wo),
+                lock("gamma1", &self.gamma1),
+                lock("w_gate_up", &self.w_gate_up),
+                lock("w_down", &self.w_down),
+                lock("gamma2", &self.gamma2),
+                lock("w_qkv", &self.w_qkv),
+                lock("rope_freq", &self.rope_freq),
+            ],
+            qk_norm: self.qk_norm.as_ref().map(|n| QkNorm { q: lock("qk_norm.q", &n.q), k: lock("qk_norm.k", &n.k) }),
+        }
     }
 }
 
-/// Locked block weights as coda's.
-fn block_weights<'a>(c: &BlockConfig, w: &'a [Locked<'_>; 7], b: &mut Call<'a>) -> Result<coda_llama::BlockWeights<Borrowed<'a>>> {
-    let (wo, gamma1, w_gate_up, w_down) = (b.input(&w[0])?, b.input(&w[1])?, b.input(&w[2])?, b.input(&w[3])?);
-    let (gamma2, w_qkv, rope_freq) = (b.input(&w[4])?, b.input(&w[5])?, b.input(&w[6])?);
-    coda_llama::BlockWeights::from_parts(*c, wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, rope_freq, None).map_err(coda)
+struct LockedWeights<'t> {
+    block: [Locked<'t>; 7],
+    qk_norm: Option<QkNorm<Locked<'t>>>,
+}
+
+/// Locked block weights as coda's (which checks `qk_norm` against the config).
+fn block_weights<'a>(c: &BlockConfig, w: &'a LockedWeights<'_>, b: &mut Call<'a>) -> Result<coda_llama::BlockWeights<Borrowed<'a>>> {
+    let l = &w.block;
+    let (wo, gamma1, w_gate_up, w_down) = (b.input(&l[0])?, b.input(&l[1])?, b.input(&l[2])?, b.input(&l[3])?);
+    let (gamma2, w_qkv, rope_freq) = (b.input(&l[4])?, b.input(&l[5])?, b.input(&l[6])?);
+    let qk_norm = match &w.qk_norm {
+        Some(n) => Some(QkNorm { q: b.input(&n.q)?, k: b.input(&n.k)? }),
+        None => None,
+    };
+    coda_llama::BlockWeights::from_parts(*c, wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, rope_freq, qk_norm).map_err(coda)
 }
 
 /// What [`block_forward`] saved for [`block_backward`]; `x2` and `qkv` are
@@ -319,6 +339,16 @@ pub struct BlockForward {
     pub r2: Tensor,
     /// Rotated q, k and v, bf16 `[M, qkv_width]`.
     pub qkv: Tensor,
+    /// With QK-norm: what it saved for the backward.
+    pub qk_norm: Option<QkNormSaved>,
+}
+
+/// What the forward with QK-norm saves beside the rest.
+pub struct QkNormSaved {
+    /// The qkv before QK-norm and RoPE, bf16 `[M, qkv_width]`.
+    pub z2: Tensor,
+    /// The norm weights laid over the qkv columns, bf16 `[qkv_width]`.
+    pub gamma: Tensor,
 }
 
 /// The block forward (`coda_llama::block_forward`: four fused GEMMs, two
@@ -335,13 +365,22 @@ pub fn block_forward(w: &BlockWeights, attn: &Tensor, x0: &Tensor, pos: &Tensor)
     let f32s = || Out::<f32>::zeros(&rt, &[m]);
     let (mut x1, mut u1, mut r1, mut z1, mut y1) = (bf16s(&[m, d])?, bf16s(&[m, d])?, f32s()?, bf16s(&[m, 2 * f])?, bf16s(&[m, f])?);
     let (mut x2, mut u2, mut r2, mut qkv) = (bf16s(&[m, d])?, bf16s(&[m, d])?, f32s()?, bf16s(&[m, c.qkv_width()])?);
+    // Given a config without QK-norm, coda refuses the weights' QK-norm part (or its absence) by name.
+    let mut qk = match (c.qk_norm, &w.qk_norm) {
+        (true, Some(_)) => Some((bf16s(&[m, c.qkv_width()])?, bf16s(&[c.qkv_width()])?)),
+        _ => None,
+    };
     {
         let mut b = Call::new(&rt);
         let bw = block_weights(&c, &weights, &mut b)?;
         let (attn, x0, pos) = (b.input(&inputs[0])?, b.input(&inputs[1])?, b.input(&inputs[2])?);
         let (x1, u1, r1, z1, y1) = (b.output(&mut x1)?, b.output(&mut u1)?, b.output(&mut r1)?, b.output(&mut z1)?, b.output(&mut y1)?);
         let (x2, u2, r2, qkv) = (b.output(&mut x2)?, b.output(&mut u2)?, b.output(&mut r2)?, b.output(&mut qkv)?);
-        let mut s = coda_llama::BlockState::<Borrowed>::from_parts(&c, x1, u1, r1, z1, y1, x2, u2, r2, qkv, None).map_err(coda)?;
+        let qk = match &mut qk {
+            Some((z2, gamma)) => Some(coda_llama::QkNormState { z2: b.output(z2)?, gamma: b.output(gamma)? }),
+            None => None,
+        };
+        let mut s = coda_llama::BlockState::<Borrowed>::from_parts(&c, x1, u1, r1, z1, y1, x2, u2, r2, qkv, qk).map_err(coda)?;
         coda_llama::block_forward(&rt.stream, &bw, &attn, &x0, &pos, &mut s).map_err(coda)?;
     }
     Ok(BlockForward {
@@ -352,6 +391,7 @@ pub fn block_forward(w: &BlockWeights, attn: &Tensor, x0: &Tensor, pos: &Tensor)
         x2: x2.tensor(&device),
         r2: r2.tensor(&device),
         qkv: qkv.tensor(&device),
+        qk_norm: qk.map(|(z2, gamma)| QkNormSaved { z2: z2.tensor(&device), gamma: gamma.tensor(&device) }),
     })
 }
 
@@ -371,6 +411,8 @@ pub struct BlockGrads {
     pub dw_down: Tensor,
     pub dgamma2: Tensor,
     pub dw_qkv: Tensor,
+    /// With QK-norm: the gradients of `q_norm` and `k_norm`, f32 `[head_dim]`.
+    pub dqk_norm: Option<QkNorm<Tensor>>,
 }
 
 /// The block backward (`coda_llama::block_backward`: five fused GEMMs, four
@@ -398,24 +440,37 @@ pub fn block_backward(w: &BlockWeights, fwd: &BlockForward, attn: &Tensor, pos: 
         lock("r2", &fwd.r2),
         lock("qkv", &fwd.qkv),
     ];
+    let saved_qk = fwd.qk_norm.as_ref().map(|n| [lock("qk_norm.z2", &n.z2), lock("qk_norm.gamma", &n.gamma)]);
     let inputs = [lock("attn", attn), lock("pos", pos), lock("dx2", dx2), lock("dqkv", dqkv)];
     let (mut dattn, mut dx0) = (Out::<bf16>::zeros(&rt, &[m, aw])?, Out::<bf16>::zeros(&rt, &[m, d])?);
     let f32s = |dims: &[usize]| Out::<f32>::zeros(&rt, dims);
     let (mut dwo, mut dgamma1, mut dw_gate_up) = (f32s(&[d, aw])?, f32s(&[d])?, f32s(&[2 * f, d])?);
     let (mut dw_down, mut dgamma2, mut dw_qkv) = (f32s(&[d, f])?, f32s(&[d])?, f32s(&[qw, d])?);
+    let mut dqk = match (c.qk_norm, &saved_qk) {
+        (true, Some(_)) => Some((f32s(&[c.head_dim])?, f32s(&[c.head_dim])?)),
+        _ => None,
+    };
     {
         let mut b = Call::new(&rt);
         let bw = block_weights(&c, &weights, &mut b)?;
         // `u1` and `u2` stand in as `x1` and `x2` again: the backward reads neither.
         let (x1, u1, r1, z1, y1) = (b.input(&saved[0])?, b.input(&saved[0])?, b.input(&saved[1])?, b.input(&saved[2])?, b.input(&saved[3])?);
         let (x2, u2, r2, qkv) = (b.input(&saved[4])?, b.input(&saved[4])?, b.input(&saved[5])?, b.input(&saved[6])?);
-        let fs = coda_llama::BlockState::<Borrowed>::from_parts(&c, x1, u1, r1, z1, y1, x2, u2, r2, qkv, None).map_err(coda)?;
+        let qk = match &saved_qk {
+            Some([z2, gamma]) => Some(coda_llama::QkNormState { z2: b.input(z2)?, gamma: b.input(gamma)? }),
+            None => None,
+        };
+        let fs = coda_llama::BlockState::<Borrowed>::from_parts(&c, x1, u1, r1, z1, y1, x2, u2, r2, qkv, qk).map_err(coda)?;
         let (attn, pos, dx2, dqkv) = (b.input(&inputs[0])?, b.input(&inputs[1])?, b.input(&inputs[2])?, b.input(&inputs[3])?);
         let (dattn, dx0, dwo, dgamma1) = (b.output(&mut dattn)?, b.output(&mut dx0)?, b.output(&mut dwo)?, b.output(&mut dgamma1)?);
         let (dw_gate_up, dw_down, dgamma2, dw_qkv) =
             (b.output(&mut dw_gate_up)?, b.output(&mut dw_down)?, b.output(&mut dgamma2)?, b.output(&mut dw_qkv)?);
+        let dqk = match &mut dqk {
+            Some((q, k)) => Some(QkNorm { q: b.output(q)?, k: b.output(k)? }),
+            None => None,
+        };
         let mut g =
-            coda_llama::BlockGrads::<Borrowed>::from_parts(&c, dattn, dx0, F32(dwo), dgamma1, F32(dw_gate_up), F32(dw_down), dgamma2, F32(dw_qkv), None)
+            coda_llama::BlockGrads::<Borrowed>::from_parts(&c, dattn, dx0, F32(dwo), dgamma1, F32(dw_gate_up), F32(dw_down), dgamma2, F32(dw_qkv), dqk)
                 .map_err(coda)?;
         // Scratch the caller never sees: coda's tensors on the same stream, freed there after the call.
         let (dz2, s2, dh2, xg2) = (scratch(&rt, &[m, qw])?, scratch(&rt, &[m])?, scratch(&rt, &[m, d])?, scratch(&rt, &[m, d])?);
@@ -433,6 +488,7 @@ pub fn block_backward(w: &BlockWeights, fwd: &BlockForward, attn: &Tensor, pos: 
         dw_down: dw_down.tensor(&device),
         dgamma2: dgamma2.tensor(&device),
         dw_qkv: dw_qkv.tensor(&device),
+        dqk_norm: dqk.map(|(q, k)| QkNorm { q: q.tensor(&device), k: k.tensor(&device) }),
     })
 }
 

@@ -8,7 +8,7 @@
 //! `coda-candle/run-gpu-test.sh target/release/deps/gpu-*`.
 
 use candle_core::{DType, Device, Result, Tensor, Var};
-use coda_candle::{BlockConfig, BlockWeights, HeadWeights, LossVariant, block_backward, block_forward, head_forward, head_forward_backward, head_loss};
+use coda_candle::{BlockConfig, BlockWeights, HeadWeights, LossVariant, QkNorm, block_backward, block_forward, head_forward, head_forward_backward, head_loss};
 use coda_runtime::bf16;
 
 /// Uniform values from a fixed seed (splitmix64).
@@ -56,7 +56,7 @@ fn leaves(ts: &[&Tensor], dt: DType) -> Result<Vec<Var>> {
 
 /// Results by name: ours, again, f64, bf16.
 struct Results {
-    names: &'static [&'static str],
+    names: Vec<&'static str>,
     ours: Vec<Tensor>,
     again: Vec<Tensor>,
     exact: Vec<Tensor>,
@@ -87,7 +87,8 @@ impl Results {
 
 struct BlockCase {
     c: BlockConfig,
-    /// `attn, x0, wo, gamma1, w_gate_up, w_down, gamma2, w_qkv` (bf16).
+    /// `attn, x0, wo, gamma1, w_gate_up, w_down, gamma2, w_qkv` (bf16), then
+    /// with QK-norm `q_norm, k_norm`.
     leaves: Vec<Tensor>,
     pos: Tensor,
     dx2: Tensor,
@@ -98,16 +99,18 @@ struct BlockCase {
 }
 
 const BLOCK: &[&str] = &["x2", "qkv", "dattn", "dx0", "dwo", "dgamma1", "dw_gate_up", "dw_down", "dgamma2", "dw_qkv"];
+const BLOCK_QK: &[&str] = &["dq_norm", "dk_norm"];
 
 impl BlockCase {
     /// A block of d = 256, f = 512, two heads of 128, one kv head, and 300
-    /// tokens (no multiple of any tile), as `coda-python/tests/test_block.py`.
-    fn new(dev: &Device) -> Result<BlockCase> {
-        let c = BlockConfig { hidden: 256, ffn: 512, heads: 2, kv_heads: 1, head_dim: 128, eps: 1e-5, rope_theta: 10000.0, qk_norm: false };
+    /// tokens (no multiple of any tile), as `coda-python/tests/test_block.py`;
+    /// with QK-norm if `qk_norm`.
+    fn new(dev: &Device, qk_norm: bool) -> Result<BlockCase> {
+        let c = BlockConfig { hidden: 256, ffn: 512, heads: 2, kv_heads: 1, head_dim: 128, eps: 1e-5, rope_theta: 10000.0, qk_norm };
         let (m, d, f, aw, qw) = (300, c.hidden, c.ffn, c.attn_width(), c.qkv_width());
-        let mut rng = Rng(11);
+        let mut rng = Rng(11 + qk_norm as u64);
         let k = |n: usize| (3.0 / n as f64).sqrt();
-        let leaves = vec![
+        let mut leaves = vec![
             rng.bf16s(dev, &[m, aw], -1.0, 1.0)?,
             rng.bf16s(dev, &[m, d], -1.0, 1.0)?,
             rng.bf16s(dev, &[d, aw], -k(aw), k(aw))?,
@@ -117,6 +120,10 @@ impl BlockCase {
             rng.bf16s(dev, &[d], 0.5, 1.5)?,
             rng.bf16s(dev, &[qw, d], -k(d), k(d))?,
         ];
+        if qk_norm {
+            leaves.push(rng.bf16s(dev, &[c.head_dim], 0.5, 1.5)?);
+            leaves.push(rng.bf16s(dev, &[c.head_dim], 0.5, 1.5)?);
+        }
         let pos: Vec<f32> = (0..m).map(|i| 7.0 * i as f32).collect();
         let freq = c.rope_freq().map_err(candle_core::Error::msg)?;
         let angles: Vec<f64> = pos.iter().flat_map(|&p| freq.iter().step_by(2).map(move |&fr| p as f64 * fr as f64)).collect();
@@ -132,9 +139,17 @@ impl BlockCase {
         })
     }
 
+    fn names(&self) -> Vec<&'static str> {
+        BLOCK.iter().chain(if self.c.qk_norm { BLOCK_QK } else { &[] }).copied().collect()
+    }
+
+    fn qk_norm(&self) -> Option<QkNorm<Tensor>> {
+        self.c.qk_norm.then(|| QkNorm { q: self.leaves[8].clone(), k: self.leaves[9].clone() })
+    }
+
     fn weights(&self) -> Result<BlockWeights> {
         let w = &self.leaves[2..];
-        BlockWeights::new(self.c, w[0].clone(), w[1].clone(), w[2].clone(), w[3].clone(), w[4].clone(), w[5].clone())
+        BlockWeights::new(self.c, w[0].clone(), w[1].clone(), w[2].clone(), w[3].clone(), w[4].clone(), w[5].clone(), self.qk_norm())
     }
 
     fn coda(&self) -> Result<Vec<Tensor>> {
@@ -142,7 +157,9 @@ impl BlockCase {
         let (attn, x0) = (&self.leaves[0], &self.leaves[1]);
         let fwd = block_forward(&w, attn, x0, &self.pos)?;
         let g = block_backward(&w, &fwd, attn, &self.pos, &self.dx2, &self.dqkv)?;
-        Ok(vec![fwd.x2, fwd.qkv, g.dattn, g.dx0, g.dwo, g.dgamma1, g.dw_gate_up, g.dw_down, g.dgamma2, g.dw_qkv])
+        let mut out = vec![fwd.x2, fwd.qkv, g.dattn, g.dx0, g.dwo, g.dgamma1, g.dw_gate_up, g.dw_down, g.dgamma2, g.dw_qkv];
+        out.extend(g.dqk_norm.map(|n| [n.q, n.k]).into_iter().flatten());
+        Ok(out)
     }
 
     /// The block in candle's ops, in the kernels' layout, in `dt`, and its
@@ -160,7 +177,20 @@ impl BlockCase {
         let x1 = (x0 + attn.matmul(&wo.t()?)?)?;
         let (g, u) = pairs(&rms(&x1, eps)?.broadcast_mul(g1)?.matmul(&wgu.t()?)?, f)?;
         let x2 = (&x1 + (g.silu()? * u)?.matmul(&wd.t()?)?)?;
-        let (a, b) = pairs(&rms(&x2, eps)?.broadcast_mul(g2)?.matmul(&wqkv.t()?)?, qw / 2)?;
+        let mut z2 = rms(&x2, eps)?.broadcast_mul(g2)?.matmul(&wqkv.t()?)?;
+        if c.qk_norm {
+            // Each q and k head's columns RMS-normalised and scaled by its weights; v as it is.
+            let hd = c.head_dim;
+            let (qn, kn) = (vars[8].as_tensor(), vars[9].as_tensor());
+            let normed = |from: usize, heads: usize, w: &Tensor| -> Result<Tensor> {
+                let part = z2.narrow(1, from, heads * hd)?.reshape((m * heads, hd))?;
+                rms(&part, eps)?.broadcast_mul(w)?.reshape((m, heads * hd))
+            };
+            let (q, k) = (normed(0, c.heads, qn)?, normed(c.heads * hd, c.kv_heads, kn)?);
+            let v = z2.narrow(1, (c.heads + c.kv_heads) * hd, c.kv_heads * hd)?;
+            z2 = Tensor::cat(&[q, k, v], 1)?;
+        }
+        let (a, b) = pairs(&z2, qw / 2)?;
         // Angles exact, their cos and sin rounded once.
         let (cos, sin) = (self.cos.to_dtype(dt)?, self.sin.to_dtype(dt)?);
         let rotated = [((&a * &cos)? - (&b * &sin)?)?, ((&a * &sin)? + (&b * &cos)?)?];
@@ -175,7 +205,13 @@ impl BlockCase {
     }
 
     fn run(&self) -> Result<bool> {
-        let r = Results { names: BLOCK, ours: self.coda()?, again: self.coda()?, exact: self.reference(DType::F64)?, bf16: self.reference(DType::BF16)? };
+        let r = Results {
+            names: self.names(),
+            ours: self.coda()?,
+            again: self.coda()?,
+            exact: self.reference(DType::F64)?,
+            bf16: self.reference(DType::BF16)?,
+        };
         r.verdict()
     }
 }
@@ -252,7 +288,7 @@ impl HeadCase {
     }
 
     fn run(&self) -> Result<bool> {
-        let names = &["loss", "loss per row", "dx", "dgamma", "dw", "forward loss", "forward rows"];
+        let names = vec!["loss", "loss per row", "dx", "dgamma", "dw", "forward loss", "forward rows"];
         let r = Results { names, ours: self.coda()?, again: self.coda()?, exact: self.reference(DType::F64)?, bf16: self.reference(DType::BF16)? };
         r.verdict()
     }
@@ -291,8 +327,28 @@ fn refusals(block: &BlockCase, head: &HeadCase) -> Result<bool> {
     let cases: Vec<(&str, &str, Result<()>)> = vec![
         ("attn", "f32 attn", block_forward(&w, &attn.to_dtype(DType::F32)?, x0, pos).map(drop)),
         ("w_down", "w_down [d, f − 8]", {
-            let r = BlockWeights::new(block.c, wl[0].clone(), wl[1].clone(), wl[2].clone(), narrow(&wl[3], 1, 8)?, wl[4].clone(), wl[5].clone());
+            let r = BlockWeights::new(block.c, wl[0].clone(), wl[1].clone(), wl[2].clone(), narrow(&wl[3], 1, 8)?, wl[4].clone(), wl[5].clone(), None);
             r.map(drop)
+        }),
+        ("qk_norm", "QK-norm weights for a config without it", {
+            let n = QkNorm { q: wl[1].narrow(0, 0, 128)?, k: wl[1].narrow(0, 0, 128)? };
+            BlockWeights::new(block.c, wl[0].clone(), wl[1].clone(), wl[2].clone(), wl[3].clone(), wl[4].clone(), wl[5].clone(), Some(n)).map(drop)
+        }),
+        ("qk_norm", "a QK-norm config without its weights", {
+            let c = BlockConfig { qk_norm: true, ..block.c };
+            BlockWeights::new(c, wl[0].clone(), wl[1].clone(), wl[2].clone(), wl[3].clone(), wl[4].clone(), wl[5].clone(), None).map(drop)
+        }),
+        ("qk_norm.k", "k_norm of 120 values", {
+            let c = BlockConfig { qk_norm: true, ..block.c };
+            let n = QkNorm { q: wl[1].narrow(0, 0, 128)?, k: wl[1].narrow(0, 0, 120)? };
+            BlockWeights::new(c, wl[0].clone(), wl[1].clone(), wl[2].clone(), wl[3].clone(), wl[4].clone(), wl[5].clone(), Some(n)).map(drop)
+        }),
+        ("qk_norm", "a QK-norm forward's state given to a block without QK-norm", {
+            let c = BlockConfig { qk_norm: true, ..block.c };
+            let n = QkNorm { q: wl[1].narrow(0, 0, 128)?, k: wl[1].narrow(0, 0, 128)? };
+            let wq = BlockWeights::new(c, wl[0].clone(), wl[1].clone(), wl[2].clone(), wl[3].clone(), wl[4].clone(), wl[5].clone(), Some(n))?;
+            let fq = block_forward(&wq, attn, x0, pos)?;
+            block_backward(&w, &fq, attn, pos, &block.dx2, &block.dqkv).map(drop)
         }),
         ("x0", "x0 on the CPU", block_forward(&w, attn, &x0.to_device(&Device::Cpu)?, pos).map(drop)),
         ("attn", "attn transposed in memory", block_forward(&w, &attn.t()?.contiguous()?.t()?, x0, pos).map(drop)),
@@ -338,7 +394,7 @@ fn refusals(block: &BlockCase, head: &HeadCase) -> Result<bool> {
 }
 
 fn main() {
-    const CASES: usize = 5;
+    const CASES: usize = 6;
     // coda's probe first: a driver, a device, sm_90. (cudarc loads the
     // driver when first called: candle would panic where there is none.)
     if let Err(e) = coda_runtime::Stream::new(0) {
@@ -357,12 +413,13 @@ fn main() {
         println!("{} {name} ({:.1} s)", if pass { "PASS" } else { "FAIL" }, t.elapsed().as_secs_f64());
         outcomes.push((name.to_string(), pass));
     };
-    let setup = || -> Result<(BlockCase, HeadCase, HeadCase)> {
+    let setup = || -> Result<(BlockCase, BlockCase, HeadCase, HeadCase)> {
         let dev = Device::new_cuda_with_stream(0)?;
         let variants = LossVariant { softcap: Some(1.5), z_loss: 0.05, label_smoothing: 0.1 };
-        Ok((BlockCase::new(&dev)?, HeadCase::new(&dev, LossVariant::default())?, HeadCase::new(&dev, variants)?))
+        let (plain, qk) = (BlockCase::new(&dev, false)?, BlockCase::new(&dev, true)?);
+        Ok((plain, qk, HeadCase::new(&dev, LossVariant::default())?, HeadCase::new(&dev, variants)?))
     };
-    let (block, head, variants) = match setup() {
+    let (block, block_qk, head, variants) = match setup() {
         Ok(s) => s,
         Err(e) => {
             println!("FAILED: setting up the cases: {e}");
@@ -370,6 +427,7 @@ fn main() {
         }
     };
     case("block forward + backward, d=256 ffn=512 heads 2x128 kv 1, M=300, against candle's ops", &|| block.run());
+    case("the same block with QK-norm, against candle's ops", &|| block_qk.run());
     case("LM-head tail d=256 V=1000 M=700 in chunks of 256, against candle's ops", &|| head.run());
     case("the tail soft-capped (1.5) with z-loss (0.05) and label smoothing (0.1), against candle's ops", &|| variants.run());
     case("head_loss under candle's autograd, plain and with the three variants", &|| Ok(head.autograd()? & variants.autograd()?));
