@@ -35,7 +35,8 @@ enum Command {
         /// The small plan: one shape per op.
         #[arg(long)]
         quick: bool,
-        /// Which tables: the Llama ops and blocks, the untuned suite, or both.
+        /// Which tables: the Llama ops and blocks, the untuned suite, both, or the held-out suite
+        /// (a `coda` built with `--features heldout`).
         #[arg(long, value_enum, default_value_t = Part::All)]
         part: Part,
         /// Write the rows as JSON here.
@@ -44,7 +45,7 @@ enum Command {
         /// Write a chart of the ratios as SVG here.
         #[arg(long)]
         svg: Option<PathBuf>,
-        /// Only the untuned suite's program of this name, or else those whose name contains it (with `--part untuned`).
+        /// Only the suite's program of this name, or else those whose name contains it (with `--part untuned` or `heldout`).
         #[arg(long)]
         program: Option<String>,
     },
@@ -93,6 +94,19 @@ enum Part {
     Llama,
     Untuned,
     All,
+    Heldout,
+}
+
+/// The programs of a suite part.
+fn suite_programs(part: Part) -> Result<Vec<(&'static str, &'static Kernel, coda_runtime::dsl::Program)>, String> {
+    match part {
+        Part::Llama => Ok(vec![]),
+        Part::Untuned | Part::All => Ok(coda_user_programs::all()),
+        #[cfg(feature = "heldout")]
+        Part::Heldout => Ok(coda_user_programs::heldout::all()),
+        #[cfg(not(feature = "heldout"))]
+        Part::Heldout => Err("--part heldout: this coda was built without the held-out suite (cargo build --release -p coda-cli --features heldout)".into()),
+    }
 }
 
 #[derive(Subcommand)]
@@ -117,6 +131,8 @@ fn kernels() -> Vec<&'static Kernel> {
     let mut k = coda_llama::programs::kernels().to_vec();
     k.extend(coda_tests::programs::kernels());
     k.extend(coda_user_programs::all().into_iter().map(|(_, kernel, _)| kernel));
+    // The held-out suite where this binary has it (`--features heldout`).
+    k.extend(suite_programs(Part::Heldout).unwrap_or_default().into_iter().map(|(_, kernel, _)| kernel));
     k
 }
 
@@ -203,11 +219,11 @@ fn picked<T>(items: Vec<T>, name: impl Fn(&T) -> &str, filter: Option<&str>, arg
 
 fn bench(quick: bool, part: Part, json: Option<PathBuf>, svg: Option<PathBuf>, program: Option<&str>) -> Result<(), String> {
     let plan = if quick { suite::Plan::quick() } else { suite::Plan::full() };
-    if program.is_some() && part != Part::Untuned {
-        return Err("--program picks programs of the untuned suite: use it with --part untuned".into());
+    if program.is_some() && !matches!(part, Part::Untuned | Part::Heldout) {
+        return Err("--program picks programs of a suite: use it with --part untuned or --part heldout".into());
     }
-    let programs = picked(coda_user_programs::all(), |p| p.1.name(), program, "--program")?;
-    let llama = part != Part::Untuned;
+    let programs = picked(suite_programs(part)?, |p| p.1.name(), program, "--program")?;
+    let llama = matches!(part, Part::Llama | Part::All);
     let untuned = part != Part::Llama;
     let total = if llama { plan.rows() } else { 0 } + if untuned { programs.len() * plan.op_sizes.len() } else { 0 };
     let stream = gpu()?;
@@ -227,7 +243,8 @@ fn bench(quick: bool, part: Part, json: Option<PathBuf>, svg: Option<PathBuf>, p
         print!("{}", suite::table(&rows));
     }
     if untuned {
-        println!("\nUntuned suite (coda-user-programs: default build, the default config pair, CODA_TUNE as set):");
+        let which = if part == Part::Heldout { "Held-out suite (coda-user-programs::heldout" } else { "Untuned suite (coda-user-programs" };
+        println!("\n{which}: default build, the default config pair, CODA_TUNE as set):");
         print!("{}{}", suite::table(&untuned_rows), suite::summary(&untuned_rows));
     }
     if let Some(path) = json {

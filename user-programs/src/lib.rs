@@ -7,6 +7,9 @@
 
 use coda_runtime as coda;
 
+#[cfg(feature = "heldout")]
+pub mod heldout;
+
 #[coda::epilogue]
 /// GeGLU (tanh form) over interleaved (gate, up) columns.
 pub fn geglu(acc: Acc) -> HalfTile<bf16> {

@@ -13,7 +13,10 @@ fn main() {
     // `--sanitize`: one small ragged shape, for compute-sanitizer (scripts/sanitize.sh).
     let sanitize = std::env::args().any(|a| a == "--sanitize");
     let shapes: &[(usize, usize, usize)] = if sanitize { &[(200, 144, 72)] } else { &SHAPES };
-    let programs = coda_user_programs::all();
+    #[allow(unused_mut)]
+    let mut programs = coda_user_programs::all();
+    #[cfg(feature = "heldout")]
+    programs.extend(coda_user_programs::heldout::all());
     let stream = match Stream::new(0) {
         Ok(s) => s,
         Err(e) => {
