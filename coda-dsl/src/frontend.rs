@@ -375,7 +375,13 @@ impl Lowering {
                     BinOp::Sub(_) => BinaryOp::Sub,
                     BinOp::Mul(_) => BinaryOp::Mul,
                     BinOp::Div(_) => BinaryOp::Div,
-                    _ => return Err(syn::Error::new(b.op.span(), "only `+ - * /` are supported")),
+                    BinOp::Gt(_) => BinaryOp::Gt,
+                    BinOp::Ge(_) => BinaryOp::Ge,
+                    BinOp::Lt(_) => BinaryOp::Lt,
+                    BinOp::Le(_) => BinaryOp::Le,
+                    BinOp::Eq(_) => BinaryOp::Eq,
+                    BinOp::Ne(_) => BinaryOp::Ne,
+                    _ => return Err(syn::Error::new(b.op.span(), "only `+ - * /` and the comparisons `> >= < <= == !=` are supported")),
                 };
                 let l = self.elem(&b.left)?;
                 let r = self.elem(&b.right)?;
@@ -385,7 +391,7 @@ impl Lowering {
             Expr::Call(c) => self.call(c),
             _ => Err(syn::Error::new(
                 e.span(),
-                "unsupported expression; use names, numbers, `+ - * /`, unary `-` and DSL functions",
+                "unsupported expression; use names, numbers, `+ - * /`, comparisons, unary `-` and DSL functions",
             )),
         }
     }

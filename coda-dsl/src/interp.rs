@@ -327,6 +327,12 @@ pub fn binary(op: BinaryOp, a: f64, b: f64) -> f64 {
         BinaryOp::Div => a / b,
         BinaryOp::Max => a.max(b),
         BinaryOp::Min => a.min(b),
+        BinaryOp::Gt => f64::from(u8::from(a > b)),
+        BinaryOp::Ge => f64::from(u8::from(a >= b)),
+        BinaryOp::Lt => f64::from(u8::from(a < b)),
+        BinaryOp::Le => f64::from(u8::from(a <= b)),
+        BinaryOp::Eq => f64::from(u8::from(a == b)),
+        BinaryOp::Ne => f64::from(u8::from(a != b)),
     }
 }
 

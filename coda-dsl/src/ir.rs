@@ -251,6 +251,15 @@ pub enum BinaryOp {
     Div,
     Max,
     Min,
+    /// The comparisons `> >= < <= == !=`: 1 where they hold, else 0 (as IEEE
+    /// compares: false with a NaN operand, but `!=` true), e.g. a ReLU mask
+    /// `select(x > 0.0, g, 0.0)`.
+    Gt,
+    Ge,
+    Lt,
+    Le,
+    Eq,
+    Ne,
 }
 
 /// A reduction over a group of columns (see [`Op::Group`]).

@@ -268,7 +268,15 @@ impl Gen<'_> {
                 (e, w)
             }
             4 => {
+                // The condition: any value (≠ 0 selects), or half the time a comparison.
                 let (c, wc) = self.expr(target, d);
+                let (c, wc) = if self.s.below(2) == 0 {
+                    let (r, wr) = self.expr(target, d);
+                    let op = self.s.pick(&[">", ">=", "<", "<=", "==", "!="]);
+                    (format!("({c} {op} {r})"), wc.join(wr).expect("widths a target accepts join"))
+                } else {
+                    (c, wc)
+                };
                 let (a, wa) = self.expr(target, d);
                 let (b, wb) = self.expr(target, d);
                 let w = wc.join(wa).and_then(|w| w.join(wb)).expect("widths a target accepts join");

@@ -154,6 +154,30 @@ fn every_function_has_its_math_meaning() {
     }
 }
 
+/// Each comparison is 1 where it holds and 0 elsewhere, as IEEE compares:
+/// a NaN operand makes every one false but `!=`.
+#[test]
+fn comparisons_give_one_or_zero() {
+    let p = program(
+        quote! {
+            fn compares(acc: Acc, t: PerCol<f32>) -> (Tile<f32>, Tile<bf16>) {
+                let bits = (acc > t) + 2.0 * (acc >= t) + 4.0 * (acc < t) + 8.0 * (acc <= t) + 16.0 * (acc == t) + 32.0 * (acc != t);
+                let relu_grad = select(acc > 0.0, t, 0.0);
+                (bits, relu_grad)
+            }
+        },
+        Config::default(),
+    );
+    let acc = vec![1.0, 2.0, 3.0, f64::NAN, -0.0, -1.0];
+    let t = vec![2.0, 2.0, 2.0, 2.0, 0.0, 5.0];
+    let out = eval(&p, 1, 6, acc.clone(), &[("t", t.clone())]);
+    for (i, (&a, &b)) in acc.iter().zip(&t).enumerate() {
+        let want = [a > b, a >= b, a < b, a <= b, a == b, a != b].iter().enumerate().map(|(k, &v)| if v { (1 << k) as f64 } else { 0.0 }).sum::<f64>();
+        assert_eq!(out["bits"][i], want, "{a} vs {b}");
+        assert_eq!(out["relu_grad"][i], if a > 0.0 { b } else { 0.0 });
+    }
+}
+
 fn eval(p: &coda_dsl::Program, rows: usize, n: usize, acc: Vec<f64>, tensors: &[(&str, Vec<f64>)]) -> HashMap<String, Vec<f64>> {
     let tensors = tensors.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
     interp::evaluate(p, rows, n, &Inputs { acc, tensors, scalars: HashMap::new() }, Precision::F64).unwrap()

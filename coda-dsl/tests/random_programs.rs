@@ -202,6 +202,11 @@ fn bounds(p: &Program, m: usize, n: usize, inp: &Inputs, u: f64) -> HashMap<Stri
                             Div if z.abs() <= ez => f64::INFINITY,
                             Div => (x.abs() * ez + z.abs() * ex) / (z.abs() * (z.abs() - ez)),
                             Max | Min => ex.max(ez),
+                            // 0 or 1: exact unless the operands' errors reach across their gap.
+                            Gt | Ge | Lt | Le | Eq | Ne => {
+                                let sure = [x, z, ex, ez].iter().all(|v| v.is_finite()) && (x - z).abs() > ex + ez;
+                                if sure || (ex == 0.0 && ez == 0.0 && !x.is_nan() && !z.is_nan()) { 0.0 } else { 1.0 }
+                            }
                         };
                         v[c] = (y, clean(y, prop + rnd(u, y, prop)));
                     }

@@ -112,17 +112,19 @@ pub fn math_functions(x: Tile<f32>, y: Tile<f32>)
 }
 
 #[coda::epilogue(tile = (128, 128), schedule = pingpong)]
-/// As `math_functions`, for the activations built on them, `pow`, and `sin`
-/// and `cos` of `angle`.
+/// As `math_functions`, for the activations built on them, `pow`, `sin`
+/// and `cos` of `angle`, and the six comparisons of `x` with `angle` (one
+/// bit each).
 pub fn math_activations(x: Tile<f32>, angle: Tile<f32>)
-    -> (Tile<f32>, Tile<f32>, Tile<f32>, Tile<f32>, Tile<f32>, Tile<f32>) {
+    -> (Tile<f32>, Tile<f32>, Tile<f32>, Tile<f32>, Tile<f32>, Tile<f32>, Tile<f32>) {
     let g = gelu(x);
     let ge = gelu_exact(x);
     let sp = softplus(x);
     let p = pow(x, 5);
     let sn = sin(angle);
     let cs = cos(angle);
-    (g, ge, sp, p, sn, cs)
+    let cmp = (x > angle) + 2.0 * (x >= angle) + 4.0 * (x < angle) + 8.0 * (x <= angle) + 16.0 * (x == angle) + 32.0 * (x != angle);
+    (g, ge, sp, p, sn, cs, cmp)
 }
 
 #[coda::epilogue]
