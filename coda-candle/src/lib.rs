@@ -262,7 +262,8 @@ pub struct BlockWeights {
     /// f32 `[qkv_width]`, [`BlockConfig::rope_freq`]'s values, made by [`BlockWeights::new`].
     pub rope_freq: Tensor,
     /// QK-norm's weights (`q_norm`, `k_norm`), bf16 `[head_dim]` each in the
-    /// kernels' layout (`coda_llama::layout::head_vector_from_checkpoint`),
+    /// kernels' layout (each pair adjacent: a checkpoint's through
+    /// `coda_llama::layout::rope_pairs_adjacent(w, 1, head_dim, 1)`),
     /// exactly when the config's `qk_norm`.
     pub qk_norm: Option<QkNorm<Tensor>>,
 }
@@ -440,6 +441,10 @@ pub fn block_backward(w: &BlockWeights, fwd: &BlockForward, attn: &Tensor, pos: 
         lock("r2", &fwd.r2),
         lock("qkv", &fwd.qkv),
     ];
+    if c.qk_norm != fwd.qk_norm.is_some() {
+        let (has, hasnt) = if c.qk_norm { ("has", "lacks") } else { ("lacks", "has") };
+        return Err(refuse("fwd", format!("the block {has} QK-norm and this forward's state {hasnt} it: a forward of another block")));
+    }
     let saved_qk = fwd.qk_norm.as_ref().map(|n| [lock("qk_norm.z2", &n.z2), lock("qk_norm.gamma", &n.gamma)]);
     let inputs = [lock("attn", attn), lock("pos", pos), lock("dx2", dx2), lock("dqkv", dqkv)];
     let (mut dattn, mut dx0) = (Out::<bf16>::zeros(&rt, &[m, aw])?, Out::<bf16>::zeros(&rt, &[m, d])?);

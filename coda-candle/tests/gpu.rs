@@ -343,7 +343,7 @@ fn refusals(block: &BlockCase, head: &HeadCase) -> Result<bool> {
             let n = QkNorm { q: wl[1].narrow(0, 0, 128)?, k: wl[1].narrow(0, 0, 120)? };
             BlockWeights::new(c, wl[0].clone(), wl[1].clone(), wl[2].clone(), wl[3].clone(), wl[4].clone(), wl[5].clone(), Some(n)).map(drop)
         }),
-        ("qk_norm", "a QK-norm forward's state given to a block without QK-norm", {
+        ("fwd", "a QK-norm forward's state given to a block without QK-norm", {
             let c = BlockConfig { qk_norm: true, ..block.c };
             let n = QkNorm { q: wl[1].narrow(0, 0, 128)?, k: wl[1].narrow(0, 0, 128)? };
             let wq = BlockWeights::new(c, wl[0].clone(), wl[1].clone(), wl[2].clone(), wl[3].clone(), wl[4].clone(), wl[5].clone(), Some(n))?;

@@ -250,6 +250,8 @@ fn bench(quick: bool, part: Part, json: Option<PathBuf>, svg: Option<PathBuf>, p
     if let Some(path) = json {
         let json = serde_json::json!({
             "gpu": gpu,
+            // Which programs "untuned" holds: the untuned suite's or the held-out suite's.
+            "suite": if part == Part::Heldout { "heldout" } else { "untuned" },
             "samples": plan.samples,
             "rows": rows,
             "untuned": untuned_rows,

@@ -208,7 +208,10 @@ fn bounds(p: &Program, m: usize, n: usize, inp: &Inputs, u: f64) -> HashMap<Stri
                                 if sure || (ex == 0.0 && ez == 0.0 && !x.is_nan() && !z.is_nan()) { 0.0 } else { 1.0 }
                             }
                         };
-                        v[c] = (y, clean(y, prop + rnd(u, y, prop)));
+                        // A comparison's 0 or 1 rounds to itself: no rounding term (a
+                        // `select` on it is then checked as certain where it is).
+                        let compares = matches!(op, Gt | Ge | Lt | Le | Eq | Ne);
+                        v[c] = (y, if compares { prop } else { clean(y, prop + rnd(u, y, prop)) });
                     }
                 }
                 Op::Select(k, a, b) => {
@@ -438,7 +441,7 @@ fn generated_programs_lower_and_interpret() {
     want.extend(["out RowPartial", "out ColPartial", "out LsePartial", "map", "gemm", "Nk", "Kn"].map(String::from));
     want.extend(UnaryOp::ALL.iter().map(|u| format!("{u:?}")));
     want.extend(
-        ["Add", "Sub", "Mul", "Div", "Max", "Min", "Select", "Const", "Pair", "Unpair", "RowSum", "ColSum"]
+        ["Add", "Sub", "Mul", "Div", "Max", "Min", "Gt", "Ge", "Lt", "Le", "Eq", "Ne", "Select", "Const", "Pair", "Unpair", "RowSum", "ColSum"]
             .map(String::from),
     );
     want.extend(["RowLse", "Gather", "OneHot"].map(String::from));
@@ -600,7 +603,7 @@ fn mutated_sources_never_panic() {
     let strategy = (testgen::choices(), prop::collection::vec((0u8..4, any::<usize>(), 0..VOCAB.len()), 1..5));
     // Shown (and shrunk) as the mutated source.
     let sources = strategy.prop_map(|(choices, edits)| {
-        let mut toks = tokens(&testgen::generate(&choices).source);
+        let mut toks = tokens(&testgen::generate(&choices, true).source);
         for (kind, at, word) in edits {
             let i = at % toks.len().max(1);
             match kind {

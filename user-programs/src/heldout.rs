@@ -53,9 +53,9 @@ pub fn cait_layerscale_droppath(acc: Acc, resid: Tile<bf16>, bias: PerCol<bf16>,
 }
 
 #[coda::epilogue]
-/// Mamba's dt: softplus(dt_proj + dt_bias) clamped to Mamba-2's dt_limit, stored f32 for the selective scan, with the scan's input term dt·u.
-pub fn mamba_softplus_dt(acc: Acc, dt_bias: PerCol<f32>, dt_min: Scalar, dt_max: Scalar, u: Tile<bf16>) -> (Tile<f32>, Tile<bf16>) {
-    let dt = min(max(softplus(acc + dt_bias), dt_min), dt_max);
+/// Mamba's dt: softplus(dt_proj + dt_bias) clamped to Mamba-2's dt_limit (dt_min, dt_min + dt_span), stored f32 for the selective scan, with the scan's input term dt·u.
+pub fn mamba_softplus_dt(acc: Acc, dt_bias: PerCol<f32>, dt_min: Scalar, dt_span: Scalar, u: Tile<bf16>) -> (Tile<f32>, Tile<bf16>) {
+    let dt = min(max(softplus(acc + dt_bias), dt_min), dt_min + dt_span);
     let dtu = dt * u;
     (dt, dtu)
 }

@@ -14,15 +14,15 @@ tar xJf .device/heldout.tar.xz -C /tmp/b
 cp .device/coda_rs-*.whl /tmp/b/
 xz -dc .device/candle-gpu.xz > /tmp/b/candle-gpu && chmod +x /tmp/b/candle-gpu
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv > "$o/gpu.txt" 2>&1
-GPU_ARGS=--quick PARTS="gpu random" timeout 200 scripts/device-verify.sh /tmp/b "$o" > "$o/verify-check.txt" 2>&1
-timeout 90 scripts/device-run.sh /tmp/b/gpu_random_s33 > "$o/random-s33.log" 2>&1
-timeout 120 scripts/device-run.sh /tmp/b/gpu_user_heldout > "$o/user.log" 2>&1
+GPU_ARGS=--quick PARTS="gpu random" timeout 170 scripts/device-verify.sh /tmp/b "$o" > "$o/verify-check.txt" 2>&1
+timeout 60 scripts/device-run.sh /tmp/b/gpu_random_s33 > "$o/random-s33.log" 2>&1
+timeout 90 scripts/device-run.sh /tmp/b/gpu_user_heldout > "$o/user.log" 2>&1
 echo "checks at $(el) s: $(tail -1 "$o/gpu.log") / random $(tail -1 "$o/random.log") / s33 $(tail -1 "$o/random-s33.log") / user+heldout $(tail -1 "$o/user.log")"
 grep -hE "^FAIL" "$o/gpu.log" "$o/random.log" "$o/random-s33.log" "$o/user.log" | head -20
-timeout 120 coda-candle/run-gpu-test.sh /tmp/b/candle-gpu > "$o/candle.log" 2>&1
+timeout 60 coda-candle/run-gpu-test.sh /tmp/b/candle-gpu > "$o/candle.log" 2>&1
 echo "candle exit $? at $(el) s: $(grep -E 'passed' "$o/candle.log" | tail -1)"
 grep -E "FAIL|^PASS" "$o/candle.log" | head -20
-timeout 150 scripts/device-run.sh /tmp/b/coda-heldout bench --part heldout --json "$o/heldout.json" > "$o/heldout.log" 2>&1
+timeout $((585 - $(el))) scripts/device-run.sh /tmp/b/coda-heldout bench --part heldout --json "$o/heldout.json" > "$o/heldout.log" 2>&1
 echo "heldout bench exit $? at $(el) s"
 tar czf "$OUT/call-a.tgz" -C "$OUT" call-a
 grep -A30 "Held-out suite" "$o/heldout.log"
