@@ -451,9 +451,9 @@ pub fn block_backward(w: &BlockWeights, fwd: &BlockForward, attn: &Tensor, pos: 
     let f32s = |dims: &[usize]| Out::<f32>::zeros(&rt, dims);
     let (mut dwo, mut dgamma1, mut dw_gate_up) = (f32s(&[d, aw])?, f32s(&[d])?, f32s(&[2 * f, d])?);
     let (mut dw_down, mut dgamma2, mut dw_qkv) = (f32s(&[d, f])?, f32s(&[d])?, f32s(&[qw, d])?);
-    let mut dqk = match (c.qk_norm, &saved_qk) {
-        (true, Some(_)) => Some((f32s(&[c.head_dim])?, f32s(&[c.head_dim])?)),
-        _ => None,
+    let mut dqk = match saved_qk {
+        Some(_) => Some((f32s(&[c.head_dim])?, f32s(&[c.head_dim])?)),
+        None => None,
     };
     {
         let mut b = Call::new(&rt);

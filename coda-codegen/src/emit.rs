@@ -372,12 +372,9 @@ fn expr(op: &Op, r: &dyn Fn(NodeId) -> String) -> String {
                 BinaryOp::Div => format!("coda::math::div({x}, {y})"),
                 BinaryOp::Max => format!("fmaxf({x}, {y})"),
                 BinaryOp::Min => format!("fminf({x}, {y})"),
-                BinaryOp::Gt => format!("({x} > {y} ? 1.0f : 0.0f)"),
-                BinaryOp::Ge => format!("({x} >= {y} ? 1.0f : 0.0f)"),
-                BinaryOp::Lt => format!("({x} < {y} ? 1.0f : 0.0f)"),
-                BinaryOp::Le => format!("({x} <= {y} ? 1.0f : 0.0f)"),
-                BinaryOp::Eq => format!("({x} == {y} ? 1.0f : 0.0f)"),
-                BinaryOp::Ne => format!("({x} != {y} ? 1.0f : 0.0f)"),
+                BinaryOp::Gt | BinaryOp::Ge | BinaryOp::Lt | BinaryOp::Le | BinaryOp::Eq | BinaryOp::Ne => {
+                    format!("({x} {} {y} ? 1.0f : 0.0f)", b.comparison().expect("a comparison"))
+                }
             }
         }
         Op::Select(c, a, b) => format!("coda::math::select({}, {}, {})", r(c), r(a), r(b)),

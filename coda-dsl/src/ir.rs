@@ -262,6 +262,22 @@ pub enum BinaryOp {
     Ne,
 }
 
+impl BinaryOp {
+    pub const COMPARISONS: [BinaryOp; 6] = [BinaryOp::Gt, BinaryOp::Ge, BinaryOp::Lt, BinaryOp::Le, BinaryOp::Eq, BinaryOp::Ne];
+    /// A comparison's operator, as Rust and C++ spell it; `None` for the others.
+    pub fn comparison(self) -> Option<&'static str> {
+        match self {
+            BinaryOp::Gt => Some(">"),
+            BinaryOp::Ge => Some(">="),
+            BinaryOp::Lt => Some("<"),
+            BinaryOp::Le => Some("<="),
+            BinaryOp::Eq => Some("=="),
+            BinaryOp::Ne => Some("!="),
+            _ => None,
+        }
+    }
+}
+
 /// A reduction over a group of columns (see [`Op::Group`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum GroupOp {

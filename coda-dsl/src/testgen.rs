@@ -31,7 +31,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{RngSeed, TestRunner};
 
 use crate::ir::{
-    BLayout, Config, DType, GROUP_SIZES, GroupOp, InputKind, OperandScale, Operands, OutputKind, Schedule, UnaryOp, Width,
+    BLayout, BinaryOp, Config, DType, GROUP_SIZES, GroupOp, InputKind, OperandScale, Operands, OutputKind, Schedule, UnaryOp, Width,
 };
 use crate::smem;
 
@@ -285,7 +285,7 @@ impl Gen<'_> {
                 let (c, wc) = self.expr(target, d);
                 let (c, wc) = if self.comparisons && self.s.below(2) == 0 {
                     let (r, wr) = self.expr(target, d);
-                    let op = self.s.pick(&[">", ">=", "<", "<=", "==", "!="]);
+                    let op = self.s.pick(&BinaryOp::COMPARISONS).comparison().expect("a comparison");
                     (format!("({c} {op} {r})"), wc.join(wr).expect("widths a target accepts join"))
                 } else {
                     (c, wc)

@@ -87,7 +87,7 @@ impl Work {
                 // x · rcp(y), with y rescaled where 1/y would leave the normal range.
                 Op::Binary(BinaryOp::Div, ..) => (1.0, 4.0),
                 // A compare and a select.
-                Op::Binary(BinaryOp::Gt | BinaryOp::Ge | BinaryOp::Lt | BinaryOp::Le | BinaryOp::Eq | BinaryOp::Ne, ..) => (0.0, 2.0),
+                Op::Binary(op, ..) if op.comparison().is_some() => (0.0, 2.0),
                 Op::Binary(..) => (0.0, 1.0),
                 Op::Select(..) | Op::Gather(..) | Op::OneHot(_) => (0.0, 2.0),
                 Op::RowSum(_) | Op::ColSum(_) => (0.0, 1.0),

@@ -210,8 +210,7 @@ fn bounds(p: &Program, m: usize, n: usize, inp: &Inputs, u: f64) -> HashMap<Stri
                         };
                         // A comparison's 0 or 1 rounds to itself: no rounding term (a
                         // `select` on it is then checked as certain where it is).
-                        let compares = matches!(op, Gt | Ge | Lt | Le | Eq | Ne);
-                        v[c] = (y, if compares { prop } else { clean(y, prop + rnd(u, y, prop)) });
+                        v[c] = (y, if op.comparison().is_some() { prop } else { clean(y, prop + rnd(u, y, prop)) });
                     }
                 }
                 Op::Select(k, a, b) => {
