@@ -25,8 +25,8 @@ fn shape_doc(s: Shape, tile_m: usize, tile_n: usize) -> String {
         Shape::DoubleTile => "[M, 2N]".into(),
         Shape::PerRow => "[M]".into(),
         Shape::PerCol => "[N]".into(),
-        Shape::RowPartial => format!("[ceil(N/{tile_n}), round_up(M, {tile_m})]"),
-        Shape::ColPartial => format!("[ceil(M/{tile_m}), round_up(N, {tile_n})]"),
+        Shape::RowPartial | Shape::RowMaxPartial => format!("[ceil(N/{tile_n}), round_up(M, {tile_m})]"),
+        Shape::ColPartial | Shape::ColMaxPartial => format!("[ceil(M/{tile_m}), round_up(N, {tile_n})]"),
         Shape::LsePartial => format!("[2, ceil(N/{tile_n}), round_up(M, {tile_m})]"),
         Shape::PerGroup(g) => format!("[ceil(N/{g}), M]"),
     }
@@ -118,8 +118,8 @@ pub fn emit(program: &Program, package: &str, version: &str) -> String {
     if program.group_size().is_some() {
         let _ = writeln!(s, "#include \"coda/group.hpp\"");
     }
-    if plan.nodes.iter().any(|n| matches!(n.kind, EvtKind::ColSumPartials)) {
-        let _ = writeln!(s, "#include \"coda/colsum.hpp\"");
+    if plan.nodes.iter().any(|n| matches!(n.kind, EvtKind::ColSumPartials | EvtKind::ColMaxPartials)) {
+        let _ = writeln!(s, "#include \"coda/colpartials.hpp\"");
     }
     let _ = writeln!(s);
     let _ = writeln!(s, "namespace {ns} {{\nusing namespace coda::sm90;\n");
@@ -176,6 +176,8 @@ pub fn emit(program: &Program, package: &str, version: &str) -> String {
             }
             EvtKind::RowSumPartials => "RowSumPartials<TileShape>".to_string(),
             EvtKind::ColSumPartials => "ColSumPartials<TileShape>".to_string(),
+            EvtKind::RowMaxPartials => "RowMaxPartials<TileShape>".to_string(),
+            EvtKind::ColMaxPartials => "ColMaxPartials<TileShape>".to_string(),
             EvtKind::RowLsePartials => "RowLsePartials<TileShape, typename Desc::EpilogueTile>".to_string(),
             EvtKind::GatherPerRow { .. } => "GatherPerRow<int32_t>".to_string(),
             EvtKind::OneHot => "OneHotPerRow<int32_t>".to_string(),
@@ -263,7 +265,8 @@ pub fn emit(program: &Program, package: &str, version: &str) -> String {
             EvtKind::Scalar(k) => format!("{{{{p.scalars[{k}]}}}}"),
             EvtKind::TileStore(d) => format!("{{static_cast<{}*>({t}), tile_stride(M, N)}}", cpp_elem(*d)),
             EvtKind::RowSumPartials => format!("{{{t}}}"),
-            EvtKind::ColSumPartials | EvtKind::RowLsePartials => format!("{{static_cast<float*>({t})}}"),
+            EvtKind::RowMaxPartials => format!("{{{t}, -INFINITY}}"),
+            EvtKind::ColSumPartials | EvtKind::ColMaxPartials | EvtKind::RowLsePartials => format!("{{static_cast<float*>({t})}}"),
             EvtKind::OneHot => format!("{{static_cast<int32_t const*>({t})}}"),
             EvtKind::GatherPerRow { target } => {
                 format!("{{static_cast<int32_t const*>(p.tensors[{target}]), static_cast<float*>({t})}}")
@@ -381,7 +384,9 @@ fn expr(op: &Op, r: &dyn Fn(NodeId) -> String) -> String {
         // Half-width values sit duplicated in both slots of their pair: slot parity picks.
         Op::Pair(a, b) => format!("(i & 1) ? {} : {}", r(b), r(a)),
         Op::Unpair(..) => unreachable!("emitted by the functor, which knows the operand's node"),
-        Op::RowSum(_) | Op::ColSum(_) | Op::RowLse(_) | Op::Gather(..) => unreachable!("reductions and gathers are store nodes"),
+        Op::RowSum(_) | Op::ColSum(_) | Op::RowLse(_) | Op::RowMax(_) | Op::ColMax(_) | Op::Gather(..) => {
+            unreachable!("reductions and gathers are store nodes")
+        }
         Op::Group(..) => unreachable!("group reductions are nodes of their own"),
     }
 }

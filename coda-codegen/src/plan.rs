@@ -41,6 +41,8 @@ pub enum EvtKind {
     DoubleTileStore(DType),
     RowSumPartials,
     ColSumPartials,
+    RowMaxPartials,
+    ColMaxPartials,
     RowLsePartials,
     /// `x[m, target[m]]`: reads the target vector (this launch tensor), writes the output.
     GatherPerRow { target: usize },
@@ -117,6 +119,8 @@ pub fn plan(p: &Program) -> Plan {
             (OutputKind::RowPartial, Op::RowSum(src))
             | (OutputKind::ColPartial, Op::ColSum(src))
             | (OutputKind::LsePartial, Op::RowLse(src))
+            | (OutputKind::RowMaxPartial, Op::RowMax(src))
+            | (OutputKind::ColMaxPartial, Op::ColMax(src))
             | (OutputKind::PerRow(_), Op::Gather(src, _)) => materialize[*src] = true,
             (OutputKind::DoubleTile(_), Op::Pair(a, b)) => {
                 materialize[*a] = true;
@@ -189,7 +193,7 @@ pub fn plan(p: &Program) -> Plan {
             ),
             Op::Const(_) if !materialize[id] => continue,
             // Reductions, gathers and double-width pairs are store nodes, below.
-            Op::RowSum(_) | Op::ColSum(_) | Op::RowLse(_) | Op::Gather(..) => continue,
+            Op::RowSum(_) | Op::ColSum(_) | Op::RowLse(_) | Op::RowMax(_) | Op::ColMax(_) | Op::Gather(..) => continue,
             Op::Pair(..) if widths[id] == Width::Double => continue,
             _ if materialize[id] || uses[id] > 1 => (
                 EvtKind::Compute { root: id },
@@ -224,6 +228,8 @@ pub fn plan(p: &Program) -> Plan {
             (OutputKind::RowPartial, Op::RowSum(src)) => (EvtKind::RowSumPartials, vec![node_of(*src)]),
             (OutputKind::ColPartial, Op::ColSum(src)) => (EvtKind::ColSumPartials, vec![node_of(*src)]),
             (OutputKind::LsePartial, Op::RowLse(src)) => (EvtKind::RowLsePartials, vec![node_of(*src)]),
+            (OutputKind::RowMaxPartial, Op::RowMax(src)) => (EvtKind::RowMaxPartials, vec![node_of(*src)]),
+            (OutputKind::ColMaxPartial, Op::ColMax(src)) => (EvtKind::ColMaxPartials, vec![node_of(*src)]),
             (OutputKind::PerRow(_), Op::Gather(src, target)) => {
                 let Op::Input(i) = p.nodes[*target].op else { unreachable!("targets are inputs") };
                 (EvtKind::GatherPerRow { target: tensor_index(&p.inputs[i].name, false) }, vec![node_of(*src)])
@@ -242,6 +248,8 @@ pub fn plan(p: &Program) -> Plan {
             OutputKind::RowPartial => format!("output {}: RowPartial<f32>", o.name),
             OutputKind::ColPartial => format!("output {}: ColPartial<f32>", o.name),
             OutputKind::LsePartial => format!("output {}: LsePartial<f32>", o.name),
+            OutputKind::RowMaxPartial => format!("output {}: RowMaxPartial<f32>", o.name),
+            OutputKind::ColMaxPartial => format!("output {}: ColMaxPartial<f32>", o.name),
             OutputKind::PerRow(d) => format!("output {}: PerRow<{}>", o.name, d.rust_name()),
             OutputKind::PerCol(d) => format!("output {}: PerCol<{}>", o.name, d.rust_name()),
             OutputKind::PerGroup(d) => format!("output {}: PerGroup<{}>", o.name, d.rust_name()),

@@ -234,6 +234,8 @@ fn out_desc(k: OutputKind) -> (&'static str, &'static str) {
         OutputKind::RowPartial => ("a `row_sum` partial", "RowPartial<f32>"),
         OutputKind::ColPartial => ("a `col_sum` partial", "ColPartial<f32>"),
         OutputKind::LsePartial => ("a `row_lse` partial", "LsePartial<f32>"),
+        OutputKind::RowMaxPartial => ("a `row_max` partial", "RowMaxPartial<f32>"),
+        OutputKind::ColMaxPartial => ("a `col_max` partial", "ColMaxPartial<f32>"),
         OutputKind::PerRow(_) => ("a `gather`ed per-row value", "PerRow<f32>"),
         _ => ("an element-wise value", "Tile<T>"),
     }
@@ -464,7 +466,7 @@ impl Lowering {
                 let w = self.join(&[cnd, a, b], span)?;
                 Ok(Value::Elem(self.push(Op::Select(cnd, a, b), w, span)))
             }
-            "row_sum" | "col_sum" | "row_lse" => {
+            "row_sum" | "col_sum" | "row_lse" | "row_max" | "col_max" => {
                 arity(1)?;
                 let a = self.elem(args[0])?;
                 if self.widths[a] == Width::Half {
@@ -476,6 +478,8 @@ impl Lowering {
                 let (op, kind) = match fname.as_str() {
                     "row_sum" => (Op::RowSum(a), OutputKind::RowPartial),
                     "col_sum" => (Op::ColSum(a), OutputKind::ColPartial),
+                    "row_max" => (Op::RowMax(a), OutputKind::RowMaxPartial),
+                    "col_max" => (Op::ColMax(a), OutputKind::ColMaxPartial),
                     _ => (Op::RowLse(a), OutputKind::LsePartial),
                 };
                 Ok(Value::Out(self.push(op, Width::Full, span), kind))
@@ -552,7 +556,7 @@ impl Lowering {
             _ => Err(syn::Error::new(
                 c.func.span(),
                 format!(
-                    "unknown function `{fname}`; the DSL has {}, pow, max, min, select, pair, unpair, row_sum, col_sum, row_lse, group_sum, group_mean, group_max, gather, onehot",
+                    "unknown function `{fname}`; the DSL has {}, pow, max, min, select, pair, unpair, row_sum, col_sum, row_max, col_max, row_lse, group_sum, group_mean, group_max, gather, onehot",
                     UnaryOp::ALL[1..].iter().map(|u| u.name()).collect::<Vec<_>>().join(", ")
                 ),
             )),
@@ -731,13 +735,15 @@ fn output_kind(ty: &Type) -> syn::Result<OutputKind> {
         "PerRow" => Ok(OutputKind::PerRow(elem(arg, &[DType::Bf16, DType::F32])?)),
         "PerCol" => Ok(OutputKind::PerCol(elem(arg, &[DType::Bf16, DType::F32])?)),
         "PerGroup" => Ok(OutputKind::PerGroup(elem(arg, &[DType::Bf16, DType::F32])?)),
-        "RowPartial" | "ColPartial" | "LsePartial" => {
+        "RowPartial" | "ColPartial" | "LsePartial" | "RowMaxPartial" | "ColMaxPartial" => {
             if let Some((d, s)) = arg {
                 dtype(&d, s, &[DType::F32])?;
             }
             Ok(match name.as_str() {
                 "RowPartial" => OutputKind::RowPartial,
                 "ColPartial" => OutputKind::ColPartial,
+                "RowMaxPartial" => OutputKind::RowMaxPartial,
+                "ColMaxPartial" => OutputKind::ColMaxPartial,
                 _ => OutputKind::LsePartial,
             })
         }
@@ -745,7 +751,7 @@ fn output_kind(ty: &Type) -> syn::Result<OutputKind> {
             ty.span(),
             format!(
                 "unknown output type `{name}`; expected Tile<T>, HalfTile<T>, DoubleTile<T>, RowPartial<f32>, \
-                 ColPartial<f32>, LsePartial<f32>, PerRow<T>, PerCol<T> or PerGroup<T>"
+                 ColPartial<f32>, LsePartial<f32>, RowMaxPartial<f32>, ColMaxPartial<f32>, PerRow<T>, PerCol<T> or PerGroup<T>"
             ),
         )),
     }
@@ -998,12 +1004,17 @@ fn lower_outputs(lw: &mut Lowering, tail: &Stmt, out_kinds: &[OutputKind], out_t
                 return Err(syn::Error::new(e.span(), format!("`{name}` is an input index vector, not an output")));
             }
             (Value::Elem(_), k)
-                if matches!(k, OutputKind::RowPartial | OutputKind::ColPartial | OutputKind::LsePartial) =>
+                if matches!(
+                    k,
+                    OutputKind::RowPartial | OutputKind::ColPartial | OutputKind::LsePartial | OutputKind::RowMaxPartial | OutputKind::ColMaxPartial
+                ) =>
             {
                 let producer = match k {
                     OutputKind::RowPartial => "row_sum(...)",
                     OutputKind::ColPartial => "col_sum(...)",
                     OutputKind::LsePartial => "row_lse(...)",
+                    OutputKind::RowMaxPartial => "row_max(...)",
+                    OutputKind::ColMaxPartial => "col_max(...)",
                     _ => "gather(x, target)",
                 };
                 return Err(syn::Error::new(

@@ -5,8 +5,9 @@
 //! outputs are `[rows, n]`, `HalfTile` outputs `[rows, n/2]`, `DoubleTile`
 //! inputs and outputs `[rows, 2n]`, `PerRow` inputs `[rows]`, `PerCol` inputs `[n]`.
 //! A `PerGroup` output is `[rows, ceil(n/g)]` (the device stores it transposed).
-//! A `RowPartial` output is returned logically as `[rows, n_tiles]`; see
-//! [`partials_from_device`] for the kernel's tile-major layout.
+//! A `RowPartial` or `RowMaxPartial` output is returned logically as
+//! `[rows, n_tiles]` (see [`partials_from_device`] for the kernel's
+//! tile-major layout), a `ColPartial` or `ColMaxPartial` as `[m_tiles, n]`.
 
 use std::collections::HashMap;
 
@@ -75,7 +76,8 @@ pub struct Inputs {
 
 /// Evaluates `program` over `rows × n` accumulator elements. Returns every
 /// output by name: `Tile` `[rows, n]`, `HalfTile` `[rows, n/2]`, `DoubleTile`
-/// `[rows, 2n]`, `RowPartial` `[rows, n_tiles]`.
+/// `[rows, 2n]`, `RowPartial` and `RowMaxPartial` `[rows, n_tiles]`, `ColPartial` and
+/// `ColMaxPartial` `[m_tiles, n]`.
 pub fn evaluate(
     program: &Program,
     rows: usize,
@@ -112,10 +114,10 @@ pub fn evaluate(
         OutputKind::Tile(_) => n,
         OutputKind::HalfTile(_) => n / 2,
         OutputKind::DoubleTile(_) => 2 * n,
-        OutputKind::RowPartial => n_tiles,
+        OutputKind::RowPartial | OutputKind::RowMaxPartial => n_tiles,
         OutputKind::LsePartial => 2 * n_tiles,
         OutputKind::PerRow(_) => 1,
-        OutputKind::ColPartial | OutputKind::PerCol(_) => n,
+        OutputKind::ColPartial | OutputKind::ColMaxPartial | OutputKind::PerCol(_) => n,
         OutputKind::PerGroup(_) => n.div_ceil(group),
     };
     let tile_m = program.config.tile_m;
@@ -124,12 +126,13 @@ pub fn evaluate(
         .outputs
         .iter()
         .map(|o| {
-            let r = match o.kind {
-                OutputKind::ColPartial => m_tiles,
-                OutputKind::PerCol(_) => 1,
-                _ => rows,
+            let (r, start) = match o.kind {
+                OutputKind::ColPartial => (m_tiles, 0.0),
+                OutputKind::ColMaxPartial => (m_tiles, f64::NEG_INFINITY),
+                OutputKind::PerCol(_) => (1, 0.0),
+                _ => (rows, 0.0),
             };
-            (o.name.clone(), vec![0.0; r * out_cols(o.kind)])
+            (o.name.clone(), vec![start; r * out_cols(o.kind)])
         })
         .collect();
     let f32_sum = |s: f64, v: f64| (s as f32 + v as f32) as f64;
@@ -207,7 +210,7 @@ pub fn evaluate(
                     }
                 }
                 // Reductions and gathers are produced when the output is stored, below.
-                Op::RowSum(_) | Op::ColSum(_) | Op::RowLse(_) | Op::Gather(..) => {}
+                Op::RowSum(_) | Op::ColSum(_) | Op::RowLse(_) | Op::RowMax(_) | Op::ColMax(_) | Op::Gather(..) => {}
             }
             vals[id] = v;
         }
@@ -243,6 +246,25 @@ pub fn evaluate(
                             Precision::F64 => out[base + c] + v,
                             _ => f32_sum(out[base + c], v),
                         };
+                    }
+                }
+                // Maxima are exact in any precision: no rounding to model.
+                OutputKind::RowMaxPartial => {
+                    let Op::RowMax(src) = program.nodes[o.value].op else {
+                        return Err(format!("output `{}` is not a row_max", o.name));
+                    };
+                    for t in 0..n_tiles {
+                        let cols = t * tile_n..((t + 1) * tile_n).min(n);
+                        out[r * n_tiles + t] = cols.fold(f64::NEG_INFINITY, |s, c| s.max(at(&vals[src], c)));
+                    }
+                }
+                OutputKind::ColMaxPartial => {
+                    let Op::ColMax(src) = program.nodes[o.value].op else {
+                        return Err(format!("output `{}` is not a col_max", o.name));
+                    };
+                    let base = (r / tile_m) * n;
+                    for c in 0..n {
+                        out[base + c] = out[base + c].max(at(&vals[src], c));
                     }
                 }
                 OutputKind::LsePartial => {

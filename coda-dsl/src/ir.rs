@@ -123,6 +123,10 @@ pub enum OutputKind {
     RowPartial,
     /// f32 per-column sums over each tile's rows: one partial per (M-tile, column).
     ColPartial,
+    /// f32 per-row maxima over each tile's columns (`row_max`), laid out as `RowPartial`.
+    RowMaxPartial,
+    /// f32 per-column maxima over each tile's rows (`col_max`), laid out as `ColPartial`.
+    ColMaxPartial,
     /// f32 online log-sum-exp state `(max, Σ exp(x − max))` per (row, N-tile).
     LsePartial,
     /// One value per row: a row-uniform value, or f32 from `gather` (written
@@ -304,7 +308,7 @@ impl GroupOp {
 pub const GROUP_SIZES: [usize; 3] = [32, 64, 128];
 
 /// One operation of the DAG. Every value is an f32 element-wise expression
-/// over the `M × N` output, except `RowSum`, which is only an output.
+/// over the `M × N` output, except the reductions (`RowSum` … `ColMax`) and `Gather`, which are only outputs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Op {
     /// The input parameter with this index in `Program::inputs`.
@@ -324,6 +328,10 @@ pub enum Op {
     ColSum(NodeId),
     /// Online log-sum-exp over each tile's columns.
     RowLse(NodeId),
+    /// Maximum over each tile's columns (NaN ignored, as `max` does; −∞ when none).
+    RowMax(NodeId),
+    /// Maximum over each tile's rows (NaN ignored; −∞ when none).
+    ColMax(NodeId),
     /// `x[m, target[m]]` (the `PerRow<i32>` input `target`), where `0 ≤ target[m] < N`.
     Gather(NodeId, NodeId),
     /// 1 where the column is `target[m]` (the `PerRow<i32>` input), else 0.
@@ -343,6 +351,8 @@ impl Op {
             | Op::Unpair(a, _)
             | Op::ColSum(a)
             | Op::RowLse(a)
+            | Op::RowMax(a)
+            | Op::ColMax(a)
             | Op::OneHot(a)
             | Op::Group(_, a, _) => vec![a],
             Op::Binary(_, a, b) | Op::Pair(a, b) | Op::Gather(a, b) => vec![a, b],
@@ -662,6 +672,8 @@ impl Program {
                 OutputKind::RowPartial => (Shape::RowPartial, DType::F32),
                 OutputKind::ColPartial => (Shape::ColPartial, DType::F32),
                 OutputKind::LsePartial => (Shape::LsePartial, DType::F32),
+                OutputKind::RowMaxPartial => (Shape::RowMaxPartial, DType::F32),
+                OutputKind::ColMaxPartial => (Shape::ColMaxPartial, DType::F32),
                 OutputKind::PerRow(d) => (Shape::PerRow, d),
                 OutputKind::PerCol(d) => (Shape::PerCol, d),
                 // The frontend refuses a PerGroup output without a group reduction.
@@ -685,7 +697,7 @@ impl Program {
                 },
                 Op::Const(_) => Width::Uniform,
                 Op::OneHot(_) | Op::Group(..) => Width::Full,
-                Op::Unary(_, a) | Op::RowSum(a) | Op::ColSum(a) | Op::RowLse(a) | Op::Gather(a, _) => w[a],
+                Op::Unary(_, a) | Op::RowSum(a) | Op::ColSum(a) | Op::RowLse(a) | Op::RowMax(a) | Op::ColMax(a) | Op::Gather(a, _) => w[a],
                 Op::Binary(_, a, b) => w[a].join(w[b]).unwrap_or(Width::Full),
                 Op::Select(c, a, b) => w[c].join(w[a]).and_then(|x| x.join(w[b])).unwrap_or(Width::Full),
                 Op::Unpair(a, _) => w[a].halved().unwrap_or(Width::Half),
@@ -737,8 +749,19 @@ pub enum Shape {
     ColPartial,
     /// `[2, ceil(N / tile_n), round_up(M, tile_m)]`: the maxima, then the sums.
     LsePartial,
+    /// As `RowPartial`, holding maxima.
+    RowMaxPartial,
+    /// As `ColPartial`, holding maxima.
+    ColMaxPartial,
     /// `[ceil(N / g), M]`: one value per row and group of `g` columns, M fastest.
     PerGroup(usize),
+}
+
+impl Shape {
+    /// Per-tile partials, which the library allocates for the launch's config.
+    pub fn is_partial(self) -> bool {
+        matches!(self, Shape::RowPartial | Shape::ColPartial | Shape::LsePartial | Shape::RowMaxPartial | Shape::ColMaxPartial)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -14,7 +14,8 @@
 //! scalars and float/integer literals, element-wise expressions of random
 //! depth over every unary and binary operator, `pow` and `select`, `unpair` of
 //! full-width values and `DoubleTile` inputs, `pair` of half- and
-//! full-width values, `row_sum`/`col_sum`/`row_lse`, `gather`/`onehot`, and
+//! full-width values, `row_sum`/`col_sum`/`row_max`/`col_max`/`row_lse`,
+//! `gather`/`onehot`, and
 //! every output kind, several of each; options drawn from the configs
 //! [`Config::check`] accepts, each key written or left at its default.
 //!
@@ -368,6 +369,8 @@ impl Gen<'_> {
                     ("row_sum", OutputKind::RowPartial),
                     ("col_sum", OutputKind::ColPartial),
                     ("row_lse", OutputKind::LsePartial),
+                    ("row_max", OutputKind::RowMaxPartial),
+                    ("col_max", OutputKind::ColMaxPartial),
                 ]);
                 let name = self.fresh();
                 self.stmts.push(format!("let {name} = {f}({e});"));
@@ -436,6 +439,8 @@ impl Gen<'_> {
             Kind::Out(OutputKind::RowPartial) => Some(self.s.pick(&["RowPartial<f32>", "RowPartial"]).to_string()),
             Kind::Out(OutputKind::ColPartial) => Some("ColPartial<f32>".to_string()),
             Kind::Out(OutputKind::LsePartial) => Some("LsePartial<f32>".to_string()),
+            Kind::Out(OutputKind::RowMaxPartial) => Some("RowMaxPartial<f32>".to_string()),
+            Kind::Out(OutputKind::ColMaxPartial) => Some("ColMaxPartial<f32>".to_string()),
             Kind::Out(_) => Some("PerRow<f32>".to_string()),
             Kind::Elem => {
                 let t = float(&mut self.s);

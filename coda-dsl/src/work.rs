@@ -90,7 +90,7 @@ impl Work {
                 Op::Binary(op, ..) if op.comparison().is_some() => (0.0, 2.0),
                 Op::Binary(..) => (0.0, 1.0),
                 Op::Select(..) | Op::Gather(..) | Op::OneHot(_) => (0.0, 2.0),
-                Op::RowSum(_) | Op::ColSum(_) => (0.0, 1.0),
+                Op::RowSum(_) | Op::ColSum(_) | Op::RowMax(_) | Op::ColMax(_) => (0.0, 1.0),
                 // The thread's partial, two shuffles per row, the broadcast (and the mean's divide).
                 Op::Group(..) => (0.0, 2.0),
                 // The running maximum, a rescale and e^(x − max), NaN tracking.

@@ -278,6 +278,47 @@ fn col_partials_sum_each_m_tile_including_the_ragged_one() {
 }
 
 #[test]
+fn max_partials_ignore_nan_and_start_at_minus_infinity() {
+    let p = program(
+        quote! {
+            fn amax(acc: Acc) -> (RowMaxPartial<f32>, ColMaxPartial<f32>) {
+                let r = row_max(abs(acc));
+                let c = col_max(acc);
+                (r, c)
+            }
+        },
+        Config::default(),
+    );
+    let (rows, n): (usize, usize) = (130, 300); // two M-tiles, the second of one row; ragged N-tiles
+    let n_tiles = n.div_ceil(p.config.tile_n);
+    let mut acc = values(rows * n, 17);
+    acc[5 * n + 7] = f64::NAN; // ignored, as `max` does
+    for c in 0..n {
+        acc[129 * n + c] = f64::NAN; // the second M-tile's one row: nothing to reduce
+    }
+    let out = eval(&p, rows, n, acc.clone(), &[]);
+    let fmax = |xs: &mut dyn Iterator<Item = f64>| xs.fold(f64::NEG_INFINITY, f64::max);
+    for r in 0..rows {
+        for t in 0..n_tiles {
+            let cols = t * p.config.tile_n..((t + 1) * p.config.tile_n).min(n);
+            let want = fmax(&mut cols.map(|c| acc[r * n + c].abs()));
+            assert_eq!(out["r"][r * n_tiles + t], want, "row {r} tile {t}");
+        }
+    }
+    assert_eq!(out["r"][129 * n_tiles], f64::NEG_INFINITY);
+    assert!(out["r"][5 * n_tiles].is_finite());
+    assert_eq!(out["c"].len(), 2 * n);
+    for c in 0..n {
+        assert_eq!(out["c"][c], fmax(&mut (0..128).map(|r| acc[r * n + c])), "column {c}");
+        assert_eq!(out["c"][n + c], fmax(&mut (128..130).map(|r| acc[r * n + c])), "column {c}, second M-tile");
+    }
+    // Every value is negative in these: the identity is −∞, not 0.
+    let neg: Vec<f64> = acc.iter().map(|x| -x.abs() - 1.0).collect();
+    let out = eval(&p, rows, n, neg, &[]);
+    assert!(out["c"].iter().all(|&x| x < -1.0));
+}
+
+#[test]
 fn unpair_and_pair_move_between_widths() {
     let p = program(
         quote! {

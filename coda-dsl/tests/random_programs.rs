@@ -130,6 +130,7 @@ fn bounds(p: &Program, m: usize, n: usize, inp: &Inputs, u: f64) -> HashMap<Stri
     let mut out: HashMap<String, Vec<f64>> = HashMap::new();
     // Column partials: Σ e and Σ (|v| + e), and the count, per column.
     let mut colsum: HashMap<String, Vec<(f64, f64)>> = HashMap::new();
+    let mut colmax: HashMap<String, Vec<f64>> = HashMap::new();
     let mut vals: Vec<Vec<(f64, f64)>> = widths.iter().map(|w| vec![(0.0, 0.0); w.cols(n)]).collect();
     for r in 0..m {
         for (id, node) in p.nodes.iter().enumerate() {
@@ -258,7 +259,7 @@ fn bounds(p: &Program, m: usize, n: usize, inp: &Inputs, u: f64) -> HashMap<Stri
                         v[cols].fill((y, e));
                     }
                 }
-                Op::RowSum(_) | Op::ColSum(_) | Op::RowLse(_) | Op::Gather(..) => {}
+                Op::RowSum(_) | Op::ColSum(_) | Op::RowLse(_) | Op::RowMax(_) | Op::ColMax(_) | Op::Gather(..) => {}
             }
             vals[id] = v;
         }
@@ -287,6 +288,19 @@ fn bounds(p: &Program, m: usize, n: usize, inp: &Inputs, u: f64) -> HashMap<Stri
                             if b.is_nan() || mag > OVERFLOW { f64::INFINITY } else { b }
                         })
                         .collect()
+                }
+                // A maximum moves by at most its arguments' largest error.
+                OutputKind::RowMaxPartial => {
+                    let s = &vals[src(&p.nodes[o.value].op)];
+                    (0..n_tiles).map(|t| cols(t).map(|c| at(s, c).1).fold(0.0, f64::max) + TINY).collect()
+                }
+                OutputKind::ColMaxPartial => {
+                    let s = &vals[src(&p.nodes[o.value].op)];
+                    let acc = colmax.entry(o.name.clone()).or_insert_with(|| vec![0.0; n]);
+                    for (c, a) in acc.iter_mut().enumerate() {
+                        *a = a.max(at(s, c).1);
+                    }
+                    continue;
                 }
                 OutputKind::LsePartial => {
                     let s = &vals[src(&p.nodes[o.value].op)];
@@ -348,6 +362,7 @@ fn bounds(p: &Program, m: usize, n: usize, inp: &Inputs, u: f64) -> HashMap<Stri
             acc.iter().map(|&(e, mag)| if mag > OVERFLOW { f64::INFINITY } else { e + gamma(m) * mag + TINY }).map(|b| if b.is_nan() { f64::INFINITY } else { b });
         out.insert(name, b.collect());
     }
+    out.extend(colmax.into_iter().map(|(name, e)| (name, e.into_iter().map(|e| e + TINY).collect())));
     out
 }
 
@@ -437,10 +452,10 @@ fn generated_programs_lower_and_interpret() {
     want.extend(
         ["in Acc", "in Scalar", "in DoubleTile(Bf16)", "in PerRow(I32)", "out DoubleTile(Bf16)"].map(String::from),
     );
-    want.extend(["out RowPartial", "out ColPartial", "out LsePartial", "map", "gemm", "Nk", "Kn"].map(String::from));
+    want.extend(["out RowPartial", "out ColPartial", "out LsePartial", "out RowMaxPartial", "out ColMaxPartial", "map", "gemm", "Nk", "Kn"].map(String::from));
     want.extend(UnaryOp::ALL.iter().map(|u| format!("{u:?}")));
     want.extend(
-        ["Add", "Sub", "Mul", "Div", "Max", "Min", "Gt", "Ge", "Lt", "Le", "Eq", "Ne", "Select", "Const", "Pair", "Unpair", "RowSum", "ColSum"]
+        ["Add", "Sub", "Mul", "Div", "Max", "Min", "Gt", "Ge", "Lt", "Le", "Eq", "Ne", "Select", "Const", "Pair", "Unpair", "RowSum", "ColSum", "RowMax", "ColMax"]
             .map(String::from),
     );
     want.extend(["RowLse", "Gather", "OneHot"].map(String::from));
@@ -510,6 +525,8 @@ const VOCAB: &[&str] = &[
     "RowPartial",
     "ColPartial",
     "LsePartial",
+    "RowMaxPartial",
+    "ColMaxPartial",
     "bf16",
     "f32",
     "i32",
@@ -545,6 +562,8 @@ const VOCAB: &[&str] = &[
     "unpair",
     "row_sum",
     "col_sum",
+    "row_max",
+    "col_max",
     "row_lse",
     "gather",
     "onehot",

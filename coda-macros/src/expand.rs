@@ -34,6 +34,8 @@ fn shape_doc(s: Shape) -> &'static str {
         Shape::RowPartial => "per-tile row sums, allocated by the launch for its config; finish with `coda_runtime::aux`",
         Shape::ColPartial => "per-tile column sums, allocated by the launch for its config; finish with `coda_runtime::aux::col_sums`",
         Shape::LsePartial => "per-tile log-sum-exp partials, allocated by the launch for its config; finish with `coda_runtime::aux::lse_from_partials`",
+        Shape::RowMaxPartial => "per-tile row maxima, allocated by the launch for its config; finish with `coda_runtime::aux::row_maxes` or `max_of_all`",
+        Shape::ColMaxPartial => "per-tile column maxima, allocated by the launch for its config; finish with `coda_runtime::aux::col_maxes` or `max_of_all`",
         Shape::PerGroup(_) => "`[ceil(N / g), M]`: one value per row and group of `g` columns, M fastest (a blockwise `a_scale`)",
     }
 }
@@ -80,6 +82,8 @@ fn partials_type(s: Shape) -> Option<TokenStream> {
         Shape::RowPartial => Some(quote!(::coda_runtime::RowPartials)),
         Shape::ColPartial => Some(quote!(::coda_runtime::ColPartials)),
         Shape::LsePartial => Some(quote!(::coda_runtime::LsePartials)),
+        Shape::RowMaxPartial => Some(quote!(::coda_runtime::RowMaxPartials)),
+        Shape::ColMaxPartial => Some(quote!(::coda_runtime::ColMaxPartials)),
         _ => None,
     }
 }
@@ -132,6 +136,8 @@ pub fn module(p: &Program, vis: &syn::Visibility, name_span: Span) -> TokenStrea
             Shape::RowPartial => quote!(::coda_runtime::dsl::ir::Shape::RowPartial),
             Shape::ColPartial => quote!(::coda_runtime::dsl::ir::Shape::ColPartial),
             Shape::LsePartial => quote!(::coda_runtime::dsl::ir::Shape::LsePartial),
+            Shape::RowMaxPartial => quote!(::coda_runtime::dsl::ir::Shape::RowMaxPartial),
+            Shape::ColMaxPartial => quote!(::coda_runtime::dsl::ir::Shape::ColMaxPartial),
             Shape::PerGroup(g) => quote!(::coda_runtime::dsl::ir::Shape::PerGroup(#g)),
         };
         let output = t.output;

@@ -1,5 +1,5 @@
-// Aux reductions: finish per-tile partial statistics into per-row values.
-// Deterministic (a fixed summation order, no atomics). The row and column
+// Aux reductions: finish per-tile partial statistics into per-row (or
+// per-column) values. Deterministic (a fixed summation order, no atomics). The row and column
 // finishers give a block 32 outputs (a warp's lanes, so that each tile's
 // loads coalesce) and split the tiles over its 8 warps: one thread per
 // output looping over a vocabulary's 256 tiles kept 16 SMs busy and took
@@ -16,6 +16,10 @@ constexpr int kLanes = 32, kWarps = 8;
 
 struct Add {
   __device__ float operator()(float a, float b) const { return a + b; }
+};
+// The max, NaN ignored (row_max's and col_max's partials).
+struct Max {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
 };
 // The max, NaN if either is (fmaxf drops a NaN).
 struct MaxNan {
@@ -85,6 +89,35 @@ __global__ void col_sum_finish(const float* __restrict__ partials, int64_t n, in
   int64_t col = output_index();
   float sum = sum_tiles(partials + col, col < n, n_pad, m_tiles);
   if (threadIdx.y == 0 && col < n) out[col] = accumulate ? out[col] + sum : sum;
+}
+
+// out[i] = max_t partials[t * pitch + i] for i < n: a row_max's [n_tiles, m_pad]
+// or a col_max's [m_tiles, n_pad] partials (−∞ where no element was reduced).
+__global__ void max_finish(const float* __restrict__ partials, int64_t n, int64_t pitch, int64_t tiles,
+                           float* __restrict__ out) {
+  int64_t i = output_index();
+  float big = -INFINITY;
+  if (i < n)
+    for (int64_t t = threadIdx.y; t < tiles; t += kWarps) big = fmaxf(big, partials[t * pitch + i]);
+  big = across_warps(big, Max{});
+  if (threadIdx.y == 0 && i < n) out[i] = big;
+}
+
+// *out = the maximum of the same partials over every i < n: the whole
+// output's (a per-tensor amax). One block of 1024 threads, a fixed order.
+__global__ void max_all_finish(const float* __restrict__ partials, int64_t n, int64_t pitch, int64_t tiles,
+                               float* __restrict__ out) {
+  __shared__ float part[1024];
+  float big = -INFINITY;
+  for (int64_t t = 0; t < tiles; ++t)
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) big = fmaxf(big, partials[t * pitch + i]);
+  part[threadIdx.x] = big;
+  __syncthreads();
+  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride) part[threadIdx.x] = fmaxf(part[threadIdx.x], part[threadIdx.x + stride]);
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *out = part[0];
 }
 
 // out[j] = Σ_t Σ_{h < groups} partials[t * n_pad + first + h * g + j] for j < g
@@ -199,6 +232,18 @@ extern "C" int coda_row_sum_finish(const float* partials, int64_t m, int64_t m_p
 extern "C" int coda_col_sum_finish(const float* partials, int64_t n, int64_t n_pad, int64_t m_tiles, int accumulate,
                                    float* out, void* stream) {
   return launch_outputs(col_sum_finish, n, stream, partials, n, n_pad, m_tiles, accumulate, out);
+}
+
+extern "C" int coda_max_finish(const float* partials, int64_t n, int64_t pitch, int64_t tiles, float* out,
+                               void* stream) {
+  return launch_outputs(max_finish, n, stream, partials, n, pitch, tiles, out);
+}
+
+extern "C" int coda_max_all_finish(const float* partials, int64_t n, int64_t pitch, int64_t tiles, float* out,
+                                   void* stream) {
+  if (stream == nullptr) return int(cudaErrorInvalidResourceHandle);
+  max_all_finish<<<1, 1024, 0, static_cast<cudaStream_t>(stream)>>>(partials, n, pitch, tiles, out);
+  return int(cudaGetLastError());
 }
 
 extern "C" int coda_col_group_sum_finish(const float* partials, int64_t n_pad, int64_t m_tiles, int64_t first,

@@ -3,7 +3,8 @@
 //! stream, reading only the partials, never a full activation. Beside them,
 //! [`repeat_two`] lays small vectors over a projection's columns.
 
-use crate::partials::{ColPartials, Kind, LsePartials, Partials, RowPartials};
+use crate::partials::{ColMaxPartials, ColPartials, Kind, LsePartials, Maxima, Partials, RowMaxPartials, RowPartials};
+use crate::dsl::ir::Shape;
 use crate::{AnyTensor, Error, Stream, Tensor, TensorMut, TensorRef, bf16};
 
 fn len(t: &dyn AnyTensor) -> usize {
@@ -110,6 +111,49 @@ fn col_sums_into(stream: &Stream, partials: &ColPartials, out: &mut dyn TensorMu
         crate::ffi::coda_col_sum_finish(ptr as _, p.n as i64, n_pad, m_tiles, accumulate as i32, o as _, stream.raw())
     };
     launched(stream, "coda_col_sum_finish", code)
+}
+
+/// The maxima of the written partials per output (row or column), checked
+/// against `out` `[M]` or `[N]`; with `all`, the one maximum over them all,
+/// `out` `[1]`.
+fn maxima<K: Maxima>(stream: &Stream, partials: &Partials<K>, all: bool, out: &mut dyn TensorMut<f32>) -> Result<(), Error> {
+    let (buf, p) = partials.written("partials")?;
+    let n = if matches!(K::SHAPE, Shape::RowMaxPartial) { p.m } else { p.n };
+    vector("out", out.as_any(), if all { 1 } else { n })?;
+    same_stream(stream, "partials", buf)?;
+    same_stream(stream, "out", out.as_any())?;
+    stream.cuda().context().bind_to_thread()?;
+    let (tiles, pitch) = tiles(buf);
+    let ((ptr, _read), (o, _write)) = (buf.read_ptr(stream), out.write_ptr(stream));
+    // SAFETY: the buffer is `[tiles, pitch]` with `n ≤ pitch` (its producer's
+    // layout, checked by `written`); `out` is checked above.
+    let (kernel, code) = unsafe {
+        if all {
+            ("coda_max_all_finish", crate::ffi::coda_max_all_finish(ptr as _, n as i64, pitch, tiles, o as _, stream.raw()))
+        } else {
+            ("coda_max_finish", crate::ffi::coda_max_finish(ptr as _, n as i64, pitch, tiles, o as _, stream.raw()))
+        }
+    };
+    launched(stream, kernel, code)
+}
+
+/// Row maxima over N-tiles: `out[m] = max_t partials[t, m]`, from a
+/// program's `row_max` (e.g. per-token amax for FP8 scales); `out` is `[M]`.
+/// NaN is ignored, as `max` does; a row with no number gives −∞.
+pub fn row_maxes(stream: &Stream, partials: &RowMaxPartials, out: &mut dyn TensorMut<f32>) -> Result<(), Error> {
+    maxima(stream, partials, false, out)
+}
+
+/// Column maxima over M-tiles: `out[n] = max_t partials[t, n]`, from a
+/// program's `col_max`; `out` is `[N]`. NaN is ignored; −∞ where no number.
+pub fn col_maxes(stream: &Stream, partials: &ColMaxPartials, out: &mut dyn TensorMut<f32>) -> Result<(), Error> {
+    maxima(stream, partials, false, out)
+}
+
+/// The maximum over all of a `row_max` or `col_max` output's partials:
+/// `out` `[1]`, e.g. a per-tensor amax (`row_max(abs(y))`) for the next step's FP8 scale.
+pub fn max_of_all<K: Maxima>(stream: &Stream, partials: &Partials<K>, out: &mut dyn TensorMut<f32>) -> Result<(), Error> {
+    maxima(stream, partials, true, out)
 }
 
 /// Column sums over M-tiles and over `groups` consecutive groups of

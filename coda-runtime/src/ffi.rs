@@ -63,6 +63,8 @@ unsafe extern "C" {
         out: *mut f32,
         stream: *mut c_void,
     ) -> i32;
+    pub fn coda_max_finish(partials: *const f32, n: i64, pitch: i64, tiles: i64, out: *mut f32, stream: *mut c_void) -> i32;
+    pub fn coda_max_all_finish(partials: *const f32, n: i64, pitch: i64, tiles: i64, out: *mut f32, stream: *mut c_void) -> i32;
     pub fn coda_col_group_sum_finish(
         partials: *const f32,
         n_pad: i64,

@@ -182,7 +182,7 @@ fn expected_dims(shape: Shape, m: usize, n: usize, tile_m: usize, tile_n: usize)
             (vec![groups, m], format!("[ceil(N / {g}), M] = [{groups}, {m}]"))
         }
         Shape::PerCol => (vec![n], format!("[N] = [{n}]")),
-        Shape::RowPartial => {
+        Shape::RowPartial | Shape::RowMaxPartial => {
             let m_pad = round_up(m, tile_m)?;
             (vec![n_tiles, m_pad], format!("[ceil(N / {tile_n}), round_up(M, {tile_m})] = [{n_tiles}, {m_pad}]"))
         }
@@ -190,7 +190,7 @@ fn expected_dims(shape: Shape, m: usize, n: usize, tile_m: usize, tile_n: usize)
             let m_pad = round_up(m, tile_m)?;
             (vec![2, n_tiles, m_pad], format!("[2, ceil(N / {tile_n}), round_up(M, {tile_m})] = [2, {n_tiles}, {m_pad}]"))
         }
-        Shape::ColPartial => {
+        Shape::ColPartial | Shape::ColMaxPartial => {
             let n_pad = round_up(n, tile_n)?;
             (vec![m_tiles, n_pad], format!("[ceil(M / {tile_m}), round_up(N, {tile_n})] = [{m_tiles}, {n_pad}]"))
         }
@@ -381,7 +381,7 @@ pub fn check_args(
             return Err(Error::arg(p.name, format!("shape {} must be {rule}", dims_str(t.dims))));
         }
         // Row partials go through CUTLASS's column reduction, which indexes them in 32 bits.
-        if p.shape == Shape::RowPartial && want.iter().product::<usize>() > i32::MAX as usize {
+        if matches!(p.shape, Shape::RowPartial | Shape::RowMaxPartial) && want.iter().product::<usize>() > i32::MAX as usize {
             return Err(Error::arg(p.name, format!("{rule} holds over 2^31 − 1 partials (indexed in 32 bits): split the rows")));
         }
     }
@@ -718,8 +718,10 @@ pub(crate) mod tests {
     fn expected_dims_refuse_empty_tiles_and_overflow() {
         assert_eq!(Choice::dims_for(&OWN, Shape::RowPartial, 1000, 520).unwrap(), [3, 1024]);
         assert_eq!(Choice::dims_for(&OWN, Shape::ColPartial, 1000, 520).unwrap(), [8, 768]);
+        assert_eq!(Choice::dims_for(&OWN, Shape::RowMaxPartial, 1000, 520).unwrap(), [3, 1024]);
+        assert_eq!(Choice::dims_for(&OWN, Shape::ColMaxPartial, 1000, 520).unwrap(), [8, 768]);
         for tile in [Config { tile_m: 0, ..OWN }, Config { tile_n: 0, ..OWN }] {
-            for shape in [Shape::Tile, Shape::RowPartial, Shape::ColPartial, Shape::LsePartial] {
+            for shape in [Shape::Tile, Shape::RowPartial, Shape::ColPartial, Shape::LsePartial, Shape::RowMaxPartial, Shape::ColMaxPartial] {
                 refused(Choice::dims_for(&tile, shape, 1000, 520), "config", "is empty");
             }
         }

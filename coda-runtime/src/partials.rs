@@ -1,5 +1,5 @@
-//! Per-tile partial statistics (`row_sum`, `col_sum`, `row_lse` outputs) as
-//! typed objects that the library allocates.
+//! Per-tile partial statistics (`row_sum`, `col_sum`, `row_max`, `col_max`,
+//! `row_lse` outputs) as typed objects that the library allocates.
 //!
 //! Their layout depends on the tile of the config a launch runs, which the
 //! tuner picks at run time; so the user never sizes them. A launch binds the
@@ -24,6 +24,8 @@ mod sealed {
     impl Sealed for super::Row {}
     impl Sealed for super::Col {}
     impl Sealed for super::Lse {}
+    impl Sealed for super::RowMax {}
+    impl Sealed for super::ColMax {}
 }
 
 /// Row sums per N-tile: `[ceil(N / tile_n), round_up(M, tile_m)]`.
@@ -35,6 +37,17 @@ pub struct Col;
 /// Online log-sum-exp per row and N-tile: `[2, ceil(N / tile_n), round_up(M, tile_m)]`.
 #[derive(Debug)]
 pub struct Lse;
+/// Row maxima per N-tile, laid out as [`Row`].
+#[derive(Debug)]
+pub struct RowMax;
+/// Column maxima per M-tile, laid out as [`Col`].
+#[derive(Debug)]
+pub struct ColMax;
+
+/// The kinds that hold maxima, which [`crate::aux::max_of_all`] finishes.
+pub trait Maxima: Kind {}
+impl Maxima for RowMax {}
+impl Maxima for ColMax {}
 
 impl Kind for Row {
     const SHAPE: Shape = Shape::RowPartial;
@@ -45,6 +58,12 @@ impl Kind for Col {
 impl Kind for Lse {
     const SHAPE: Shape = Shape::LsePartial;
 }
+impl Kind for RowMax {
+    const SHAPE: Shape = Shape::RowMaxPartial;
+}
+impl Kind for ColMax {
+    const SHAPE: Shape = Shape::ColMaxPartial;
+}
 
 /// `row_sum` outputs.
 pub type RowPartials = Partials<Row>;
@@ -52,6 +71,10 @@ pub type RowPartials = Partials<Row>;
 pub type ColPartials = Partials<Col>;
 /// `row_lse` outputs.
 pub type LsePartials = Partials<Lse>;
+/// `row_max` outputs.
+pub type RowMaxPartials = Partials<RowMax>;
+/// `col_max` outputs.
+pub type ColMaxPartials = Partials<ColMax>;
 
 /// The launch that last wrote a [`Partials`].
 #[derive(Clone, Copy, Debug, PartialEq)]

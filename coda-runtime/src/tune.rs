@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::dsl::ir::{BLayout, Config, DType, OperandScale, Schedule, Shape};
+use crate::dsl::ir::{BLayout, Config, DType, OperandScale, Schedule};
 use crate::dsl::work::Work;
 use crate::kernel::{Choice, MAP_K, Problem, Raster};
 use crate::{Error, Kernel, Stream, Tensor, TensorArg, bf16};
@@ -469,17 +469,16 @@ pub fn search(kernel: &Kernel, stream: &Stream, prob: Problem) -> Result<Vec<(Ch
     // One set of tensors shared by every choice (configs run one at a time
     // on the stream), except partials, whose layout depends on the config's
     // tile: those (a few bytes per row or column) per compiled config.
-    let is_partial = |s: Shape| matches!(s, Shape::RowPartial | Shape::ColPartial | Shape::LsePartial);
     let own = Choice::own(kernel);
     let mut shared = vec![];
     for p in kernel.params() {
-        shared.push(if is_partial(p.shape) { None } else { Some(random(stream, p.dtype, &own.dims(p.shape, m, n)?, &mut rng, n)?) });
+        shared.push(if p.shape.is_partial() { None } else { Some(random(stream, p.dtype, &own.dims(p.shape, m, n)?, &mut rng, n)?) });
     }
     let mut partials = vec![];
     for v in kernel.variants() {
         let c = Choice { config: v.config(), ..own };
         let mut bufs = vec![];
-        for p in kernel.params().iter().filter(|p| is_partial(p.shape)) {
+        for p in kernel.params().iter().filter(|p| p.shape.is_partial()) {
             bufs.push(random(stream, p.dtype, &c.dims(p.shape, m, n)?, &mut rng, n)?);
         }
         partials.push(RefCell::new(bufs));

@@ -4,7 +4,7 @@
 
 /// `(file name, contents)` of every header under `include/coda/`.
 pub const HEADERS: [(&str, &str); 8] = [
-    ("colsum.hpp", include_str!("../include/coda/colsum.hpp")),
+    ("colpartials.hpp", include_str!("../include/coda/colpartials.hpp")),
     ("fp8_promotion.hpp", include_str!("../include/coda/fp8_promotion.hpp")),
     ("group.hpp", include_str!("../include/coda/group.hpp")),
     ("launch.h", include_str!("../include/coda/launch.h")),

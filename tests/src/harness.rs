@@ -187,8 +187,8 @@ impl Setup {
                 Shape::DoubleTile => vec![m, 2 * n],
                 Shape::PerRow => vec![m],
                 Shape::PerCol => vec![n],
-                Shape::RowPartial => vec![program.n_tiles(n), program.m_padded(m)],
-                Shape::ColPartial => vec![program.m_tiles(m), program.n_padded(n)],
+                Shape::RowPartial | Shape::RowMaxPartial => vec![program.n_tiles(n), program.m_padded(m)],
+                Shape::ColPartial | Shape::ColMaxPartial => vec![program.m_tiles(m), program.n_padded(n)],
                 Shape::LsePartial => vec![2, program.n_tiles(n), program.m_padded(m)],
                 Shape::PerGroup(g) => vec![n.div_ceil(g), m],
             };
@@ -307,8 +307,8 @@ pub fn verify_outputs(
     let (a, b, host_inputs) = (&setup.a_host, &setup.b_host, &setup.host_inputs);
     let scalars = &setup.scalars;
 
-    // Column partials sum whole M-tiles: check every row then.
-    let whole = params.iter().any(|t| t.shape == Shape::ColPartial);
+    // Column partials reduce whole M-tiles: check every row then.
+    let whole = params.iter().any(|t| matches!(t.shape, Shape::ColPartial | Shape::ColMaxPartial));
     let rows = if whole { (0..m).collect() } else { sample_rows(m, 256, &mut rng) };
     let acc = linear_rows(a, b, k, &rows);
     let acc_f32 = linear_rows_f32(a, b, k, &rows);
@@ -332,7 +332,7 @@ pub fn verify_outputs(
     let (mut checks, mut compared) = (vec![], vec![]);
     for (o, g) in params.iter().filter(|p| p.output).zip(&got) {
         let ours: Vec<f64> = match o.shape {
-            Shape::RowPartial => {
+            Shape::RowPartial | Shape::RowMaxPartial => {
                 let dev: Vec<f32> = g.iter().map(|&x| x as f32).collect();
                 interp::partials_from_device(&dev, m_pad, n_tiles, &rows)
             }
@@ -340,7 +340,7 @@ pub fn verify_outputs(
                 let dev: Vec<f32> = g.iter().map(|&x| x as f32).collect();
                 interp::lse_partials_from_device(&dev, m_pad, n_tiles, &rows)
             }
-            Shape::ColPartial => {
+            Shape::ColPartial | Shape::ColMaxPartial => {
                 let dev: Vec<f32> = g.iter().map(|&x| x as f32).collect();
                 interp::col_partials_from_device(&dev, program.n_padded(n), n)
             }

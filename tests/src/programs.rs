@@ -206,6 +206,35 @@ pub fn fp8_requant(acc: Acc, bias: PerCol<f32>) -> (Tile<e4m3>, PerGroup<f32>, T
 }
 
 #[coda::epilogue]
+/// FP8 delayed scaling (Transformer Engine's recipe) after a bf16 GEMM: the
+/// output with a bias, stored e4m3 by the scale the previous step's amax
+/// gave, and this step's amax of it per row (`aux::row_maxes`, or
+/// `aux::max_of_all` for the tensor's) for the next scale; and each column's
+/// signed maximum, so that negative maxima and −∞ identities are checked too.
+pub fn fp8_delayed_scaling(acc: Acc, bias: PerCol<f32>, scale: Scalar) -> (Tile<e4m3>, RowMaxPartial<f32>, ColMaxPartial<f32>) {
+    let y = acc + bias;
+    let q = y * scale;
+    let amax = row_max(abs(y));
+    let top = col_max(y);
+    (q, amax, top)
+}
+
+#[coda::epilogue(a = e4m3, b = e4m3, cluster = (1, 2), tile = (128, 128))]
+/// An FP8 GEMM whose epilogue takes much of the shared memory (an f32 tile
+/// input, two half-width outputs), so its mainloop has fewer stages than the
+/// other FP8 programs': the accumulator stored as it is. `random_000` of seed
+/// 0x5e330001 as it was, but for its `acc / acc` (NaN where the tensor cores'
+/// FP8 sum gave 0 for an exact −2⁻¹⁸: bench/NOTES.md, session 35).
+pub fn fp8_few_stages(x0: PerRow<bf16>, acc: Acc, x2: Tile<f32>, x3: PerCol<f32>)
+    -> (HalfTile<bf16>, RowPartial<f32>, Tile<bf16>, HalfTile<bf16>, PerRow<bf16>) {
+    let v0 = row_sum(silu(x3));
+    let (v1, v2) = unpair(x0 * 3.0 * x2);
+    let v3 = x0;
+    let v4 = acc;
+    (v1, v0, v4, v2, v3)
+}
+
+#[coda::epilogue]
 /// A gated pair input normalised per head of 128 columns. Both paths of a
 /// `DoubleTile` input (`coda_dsl::smem::pairs_staged`): in the own
 /// cooperative config the pairs staged by TMA would leave the mainloop no
@@ -268,7 +297,7 @@ pub fn cpp_names(
 }
 
 /// Every program of this file (for tools: `coda inspect`, `coda tune`).
-pub fn kernels() -> [&'static coda::Kernel; 21] {
+pub fn kernels() -> [&'static coda::Kernel; 23] {
     [
         &gated_mix::KERNEL,
         &two_partials::KERNEL,
@@ -287,6 +316,8 @@ pub fn kernels() -> [&'static coda::Kernel; 21] {
         &fp8_residual_rms::KERNEL,
         &fp8_blockwise_swiglu::KERNEL,
         &fp8_requant::KERNEL,
+        &fp8_delayed_scaling::KERNEL,
+        &fp8_few_stages::KERNEL,
         &pair_head_norm::KERNEL,
         &map_stores::KERNEL,
         &map_pairs::KERNEL,

@@ -148,6 +148,14 @@ template <class TileShape>
 using RowSumPartials = Sm90ColReduction<cutlass::plus, cutlass::plus, cutlass::plus, 0, TileShape, float, float,
                                         kRound, Stride<_1, _0, _0>, 4, true, /*FinalReduction=*/false>;
 
+// Per-row maxima, laid out as RowSumPartials; fmaxf ignores NaN, as the DSL's
+// `max` does, and the arguments give the identity, -INFINITY.
+template <class TileShape>
+using RowMaxPartials =
+    Sm90ColReduction<cutlass::maximum_with_default_nan_propagation, cutlass::maximum_with_default_nan_propagation,
+                     cutlass::maximum_with_default_nan_propagation, 0, TileShape, float, float, kRound,
+                     Stride<_1, _0, _0>, 4, true, /*FinalReduction=*/false>;
+
 // Defaults for our custom EVT nodes that need no workspace, shared memory
 // or producer loads: their Params are their Arguments.
 template <class Args>

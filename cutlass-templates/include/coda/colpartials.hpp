@@ -1,6 +1,7 @@
-// Per-column sums over each tile's rows, written without atomics as f32
-// partials laid out [ceil(M/tileM), round_up(N, tileN)] (tile-major, n
-// fastest); columns past N hold 0, rows past M contribute nothing.
+// Per-column sums (`col_sum`) or maxima (`col_max`) over each tile's rows,
+// written without atomics as f32 partials laid out
+// [ceil(M/tileM), round_up(N, tileN)] (tile-major, n fastest); columns past
+// N hold the statistic's identity, rows past M contribute nothing.
 //
 // Our own node rather than CUTLASS's Sm90RowReduction: that one's shuffle
 // step swaps fragment halves under a lane predicate, which nvcc lowers
@@ -16,8 +17,9 @@
 //
 // Per thread: one register per column it holds (S = EPI_N · C). After the
 // tile, three swap-and-shuffle steps leave each lane S/8 of its 8-lane
-// group's column sums, the warps' sums meet in the epilogue's shared-memory
-// store buffer, and each thread adds up and writes whole columns.
+// group's column statistics, the warps' values meet in the epilogue's
+// shared-memory store buffer (in rounds where it is small), and each
+// thread combines and writes whole columns.
 #pragma once
 
 #include "cute/tensor.hpp"
@@ -33,7 +35,7 @@ namespace detail {
 // Column offset of slot s from the thread's first column: subtile s / C,
 // pair (s % C) / 2 of that subtile, column s % 2 of the pair.
 template <int C, int EpiTileN>
-CUTLASS_HOST_DEVICE constexpr int colsum_offset(int s) {
+CUTLASS_HOST_DEVICE constexpr int colpartial_offset(int s) {
   return EpiTileN * (s / C) + 8 * ((s % C) / 2) + s % 2;
 }
 
@@ -44,30 +46,44 @@ constexpr bool column_pairs(cute::integer_sequence<int, I...>) {
   return ((get<1>(SubLayout{}(Int<I>{})) == get<1>(SubLayout{}(Int<0>{})) + Int<8 * (I / 4) + I % 2>{}) && ...);
 }
 
+// The largest power of two ≤ x (x ≥ 1).
+constexpr int power_of_two_at_most(int x) { return x < 2 ? 1 : 2 * power_of_two_at_most(x / 2); }
+
 // One halving step of the reduction over the lanes that share columns: the
 // lane with `mask` set keeps the upper half of its N live values, the other
-// the lower half, and each adds the partner's copy of the half it keeps.
-template <int N>
-CUTLASS_DEVICE void colsum_swap_step(float (&v)[N], int n_live, bool upper, int mask) {
+// the lower half, and each combines the partner's copy of the half it keeps.
+template <class Stat, int N>
+CUTLASS_DEVICE void colpartial_swap_step(float (&v)[N], int n_live, bool upper, int mask) {
   CUTLASS_PRAGMA_UNROLL
   for (int t = 0; t < N; ++t) {
     if (t < n_live / 2) {
       float lo = v[t], hi = v[t + n_live / 2];
       float send = upper ? lo : hi;
       float keep = upper ? hi : lo;
-      v[t] = keep + __shfl_xor_sync(0xffffffff, send, mask);
+      v[t] = Stat::combine(keep, __shfl_xor_sync(0xffffffff, send, mask));
     }
   }
 }
 
 }  // namespace detail
 
-struct ColSumArgs {
+// The statistics: an identity and a combine (f32 addition; fmaxf, which
+// ignores NaN as the DSL's `max` does).
+struct SumStat {
+  CUTLASS_DEVICE static float identity() { return 0.f; }
+  CUTLASS_DEVICE static float combine(float a, float b) { return a + b; }
+};
+struct MaxStat {
+  CUTLASS_DEVICE static float identity() { return -INFINITY; }
+  CUTLASS_DEVICE static float combine(float a, float b) { return fmaxf(a, b); }
+};
+
+struct ColPartialsArgs {
   float* ptr = nullptr;
 };
 
-template <class CtaTileShapeMNK>
-struct ColSumPartials : PlainNode<ColSumArgs> {
+template <class CtaTileShapeMNK, class Stat>
+struct ColPartials : PlainNode<ColPartialsArgs> {
   static constexpr int TileM = size<0>(CtaTileShapeMNK{});
   static constexpr int TileN = size<1>(CtaTileShapeMNK{});
 
@@ -76,8 +92,8 @@ struct ColSumPartials : PlainNode<ColSumArgs> {
     return args.ptr != nullptr;
   }
 
-  CUTLASS_HOST_DEVICE ColSumPartials() {}
-  CUTLASS_HOST_DEVICE ColSumPartials(Params const& params, SharedStorage const&) : params(&params) {}
+  CUTLASS_HOST_DEVICE ColPartials() {}
+  CUTLASS_HOST_DEVICE ColPartials(Params const& params, SharedStorage const&) : params(&params) {}
   Params const* params;
 
   template <class ThrCoords, class Residue, int NumThreads>
@@ -100,19 +116,19 @@ struct ColSumPartials : PlainNode<ColSumArgs> {
     int col0;         // the thread's first column, relative to the CTA tile
     int thread_idx;
     float* out;       // this tile's row of partials; null for a grid-padding tile
-    float sums[S];
+    float parts[S];  // one per column the thread holds
 
     CUTLASS_DEVICE Callbacks(ThrCoords c, Residue r, int c0, int t, float* o)
         : tCcD(c), residue(r), col0(c0), thread_idx(t), out(o) {
       CUTLASS_PRAGMA_UNROLL
-      for (int s = 0; s < S; ++s) sums[s] = 0.f;
+      for (int s = 0; s < S; ++s) parts[s] = Stat::identity();
     }
 
     template <class ElementAcc, class ElementIn, int FragmentSize>
     CUTLASS_DEVICE cutlass::Array<ElementIn, FragmentSize> visit(cutlass::Array<ElementAcc, FragmentSize> const&, int epi_v,
                                                                  int epi_m, int epi_n,
                                                                  cutlass::Array<ElementIn, FragmentSize> const& x) {
-      static_assert(FragmentSize == size(Sub{}), "a column sum needs each thread's whole subtile in one fragment");
+      static_assert(FragmentSize == size(Sub{}), "a column reduction needs each thread's whole subtile in one fragment");
       auto coords = tCcD(_, _, _, epi_m, epi_n);
       // The subtile's slots by a loop over all of them: static register
       // indices even where the caller's subtile loop is not unrolled.
@@ -122,7 +138,8 @@ struct ColSumPartials : PlainNode<ColSumArgs> {
           CUTLASS_PRAGMA_UNROLL
           for (int i = 0; i < FragmentSize; ++i) {
             if (elem_less(coords(epi_v * FragmentSize + i), residue)) {
-              sums[en * C + 2 * (i / 4) + i % 2] += float(x[i]);
+              float& s = parts[en * C + 2 * (i / 4) + i % 2];
+              s = Stat::combine(s, float(x[i]));
             }
           }
         }
@@ -134,30 +151,51 @@ struct ColSumPartials : PlainNode<ColSumArgs> {
     CUTLASS_DEVICE void reduce(STensor&& smem_buffer, SyncFn const& sync_fn, int, int, bool is_last_iteration,
                                VTensor) {
       if (!is_last_iteration || out == nullptr) return;  // the same for every thread of the tile
-      static_assert(sizeof(float) * Warps * TileN <=
-                        decltype(cosize(smem_buffer.layout()))::value * sizeof(typename remove_cvref_t<STensor>::value_type),
-                    "the store buffer must hold one row of column sums per warp");
+      // The warps' rows meet in the store buffer in rounds of as many rows as
+      // it holds: one round but where an 8-bit D's buffer is small for the
+      // tile (cooperative 128×256 stores 128×32 bytes a stage, 8 warps × 256
+      // columns need 8 KB). Combined in warp order either way.
+      constexpr int BufBytes =
+          decltype(cosize(smem_buffer.layout()))::value * sizeof(typename remove_cvref_t<STensor>::value_type);
+      constexpr int Fit = BufBytes / int(sizeof(float) * TileN);  // warps' rows the buffer holds
+      static_assert(Fit >= 1, "the store buffer must hold one row of column partials");
+      constexpr int PerRound = Warps < Fit ? Warps : detail::power_of_two_at_most(Fit);
+      static_assert(Warps % PerRound == 0, "rounds of whole warps");
+      constexpr int Cols = (TileN + NumThreads - 1) / NumThreads;  // columns a thread combines
       int lane = thread_idx % 32, warp = thread_idx / 32;
       float v[S];
       CUTLASS_PRAGMA_UNROLL
-      for (int s = 0; s < S; ++s) v[s] = sums[s];
-      detail::colsum_swap_step(v, S, lane & 16, 16);
-      detail::colsum_swap_step(v, S / 2, lane & 8, 8);
-      detail::colsum_swap_step(v, S / 4, lane & 4, 4);
+      for (int s = 0; s < S; ++s) v[s] = parts[s];
+      detail::colpartial_swap_step<Stat>(v, S, lane & 16, 16);
+      detail::colpartial_swap_step<Stat>(v, S / 2, lane & 8, 8);
+      detail::colpartial_swap_step<Stat>(v, S / 4, lane & 4, 4);
       int first = (lane & 16 ? S / 2 : 0) + (lane & 8 ? S / 4 : 0) + (lane & 4 ? S / 8 : 0);
 
       float* buf = reinterpret_cast<float*>(raw_pointer_cast(smem_buffer.data()));
-      sync_fn();  // every thread is done reading this stage (C, where CUTLASS reuses it for D)
+      float a[Cols];
       CUTLASS_PRAGMA_UNROLL
-      for (int t = 0; t < S / 8; ++t) {
-        buf[warp * TileN + col0 + detail::colsum_offset<C, EpiTileN>(first + t)] = v[t];
-      }
-      sync_fn();
-      for (int c = thread_idx; c < TileN; c += NumThreads) {
-        float a = buf[c];
+      for (int r = 0; r < Warps / PerRound; ++r) {
+        sync_fn();  // every thread is done reading this stage (C, where CUTLASS reuses it for D), or the last round
+        if (warp / PerRound == r) {
+          CUTLASS_PRAGMA_UNROLL
+          for (int t = 0; t < S / 8; ++t) {
+            buf[(warp % PerRound) * TileN + col0 + detail::colpartial_offset<C, EpiTileN>(first + t)] = v[t];
+          }
+        }
+        sync_fn();
         CUTLASS_PRAGMA_UNROLL
-        for (int w = 1; w < Warps; ++w) a += buf[w * TileN + c];
-        out[c] = a;
+        for (int j = 0; j < Cols; ++j) {
+          int c = thread_idx + j * NumThreads;
+          CUTLASS_PRAGMA_UNROLL
+          for (int w = 0; w < PerRound; ++w) {
+            if (c < TileN) a[j] = r == 0 && w == 0 ? buf[c] : Stat::combine(a[j], buf[w * TileN + c]);
+          }
+        }
+      }
+      CUTLASS_PRAGMA_UNROLL
+      for (int j = 0; j < Cols; ++j) {
+        int c = thread_idx + j * NumThreads;
+        if (c < TileN) out[c] = a[j];
       }
       sync_fn();  // this subtile's D copy into the buffer comes next
     }
@@ -179,5 +217,10 @@ struct ColSumPartials : PlainNode<ColSumArgs> {
                                                                                  args.thread_idx, row);
   }
 };
+
+template <class CtaTileShapeMNK>
+using ColSumPartials = ColPartials<CtaTileShapeMNK, SumStat>;
+template <class CtaTileShapeMNK>
+using ColMaxPartials = ColPartials<CtaTileShapeMNK, MaxStat>;
 
 }  // namespace coda::sm90
