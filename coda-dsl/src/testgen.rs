@@ -15,9 +15,9 @@
 //! depth over every unary and binary operator, `pow` and `select`, `unpair` of
 //! full-width values and `DoubleTile` inputs, `pair` of half- and
 //! full-width values, `row_sum`/`col_sum`/`row_max`/`col_max`/`row_lse`,
-//! `gather`/`onehot`, and
-//! every output kind, several of each; options drawn from the configs
-//! [`Config::check`] accepts, each key written or left at its default.
+//! `gather`/`onehot`, and every output kind, several of each; options drawn
+//! from the configs [`Config::check`] accepts, each key written or left at
+//! its default.
 //!
 //! Every program uses every input and every `let`, and stays within the
 //! shared-memory budget of its config, so the frontend accepts it: tile
@@ -109,9 +109,8 @@ pub fn programs() -> impl Strategy<Value = Generated> {
 /// As [`programs`], without comparisons: the programs of [`batch`], checked
 /// on a GPU against the f64 interpreter with the bf16 yardstick, which a
 /// comparison of two computed values breaks (near its threshold the device,
-/// the f64 reference and the bf16 path may each take another branch). Their
-/// choices are read as before comparisons existed, so a seed draws the
-/// batch it drew then.
+/// the f64 reference and the bf16 path may each take another branch). A
+/// condition reads no choice for a comparison here.
 fn gpu_programs() -> impl Strategy<Value = Generated> {
     choices().prop_map(|c| generate(&c, false))
 }

@@ -1,11 +1,11 @@
 // Aux reductions: finish per-tile partial statistics into per-row (or
-// per-column) values. Deterministic (a fixed summation order, no atomics). The row and column
-// finishers give a block 32 outputs (a warp's lanes, so that each tile's
-// loads coalesce) and split the tiles over its 8 warps: one thread per
-// output looping over a vocabulary's 256 tiles kept 16 SMs busy and took
-// ~100 µs at 4096 rows (bench/NOTES.md, session 22). Also `repeat_two`,
-// which lays vectors side by side (a per-head weight over a projection's
-// columns).
+// per-column) values. Deterministic (a fixed summation order, no atomics).
+// The row and column finishers give a block 32 outputs (a warp's lanes, so
+// that each tile's loads coalesce) and split the tiles over its 8 warps: one
+// thread per output looping over a vocabulary's 256 tiles kept 16 SMs busy
+// and took ~100 µs at 4096 rows (bench/NOTES.md, session 22). Also
+// `repeat_two`, which lays vectors side by side (a per-head weight over a
+// projection's columns).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>

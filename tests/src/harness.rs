@@ -181,17 +181,7 @@ impl Setup {
         let mut host_inputs = HashMap::new();
         let mut tensors = vec![];
         for p in program.tensor_params() {
-            let dims = match p.shape {
-                Shape::Tile => vec![m, n],
-                Shape::HalfTile => vec![m, n / 2],
-                Shape::DoubleTile => vec![m, 2 * n],
-                Shape::PerRow => vec![m],
-                Shape::PerCol => vec![n],
-                Shape::RowPartial | Shape::RowMaxPartial => vec![program.n_tiles(n), program.m_padded(m)],
-                Shape::ColPartial | Shape::ColMaxPartial => vec![program.m_tiles(m), program.n_padded(n)],
-                Shape::LsePartial => vec![2, program.n_tiles(n), program.m_padded(m)],
-                Shape::PerGroup(g) => vec![n.div_ceil(g), m],
-            };
+            let dims = choice.dims(p.shape, m, n)?;
             if p.output {
                 tensors.push(Dyn::output(stream, p.dtype, &dims)?);
             } else {
