@@ -165,7 +165,8 @@ fn run(command: Command) -> Result<(), String> {
                     String::new()
                 } else {
                     let scaled = if ops.scale == coda_runtime::dsl::ir::OperandScale::Blockwise { ", blockwise-scaled" } else { "" };
-                    format!(" of {} × {} operands{scaled}", ops.a.rust_name(), ops.b.rust_name())
+                    let fast = if ops.accum == coda_runtime::dsl::ir::Accumulation::Fast { ", fast accumulation" } else { "" };
+                    format!(" of {} × {} operands{scaled}{fast}", ops.a.rust_name(), ops.b.rust_name())
                 };
                 let kind = if k.is_map() { "map program" } else { "GEMM epilogue" };
                 println!("{} ({kind}{operands}, {})", k.name(), k.toolchain());

@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use coda_dsl::Program;
-use coda_dsl::ir::Config;
+use coda_dsl::ir::{Accumulation, Config};
 
 use crate::cache;
 use crate::registry::Compiled;
@@ -92,8 +92,8 @@ impl ConfigSet {
             ConfigSet::Default if !p.is_map() && Config::default().with_options_of(own) == *own => {
                 vec![Config::from_name("pp_128x128_c1x2").expect("a valid config name")]
             }
-            // 8-bit operands take one tile (`Config::check`): both of its clusters along N.
-            ConfigSet::Default if own.operands.is_fp8() => {
+            // 8-bit operands that promote take one tile (`Config::check`): both of its clusters along N.
+            ConfigSet::Default if own.operands.is_fp8() && own.operands.accum == Accumulation::Promoted => {
                 ["coop_128x128_c1x1", "coop_128x128_c1x2"].map(|n| Config::from_name(n).expect("a valid config name")).to_vec()
             }
             ConfigSet::Default | ConfigSet::Own => vec![],

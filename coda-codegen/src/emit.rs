@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use coda_dsl::ir::{BLayout, BinaryOp, DType, NodeId, Op, OperandScale, Program, Schedule, Shape, UnaryOp, Width};
+use coda_dsl::ir::{Accumulation, BLayout, BinaryOp, DType, NodeId, Op, OperandScale, Program, Schedule, Shape, UnaryOp, Width};
 
 use crate::plan::{EvtKind, Plan, plan};
 
@@ -71,7 +71,11 @@ pub fn emit(program: &Program, package: &str, version: &str) -> String {
     } else {
         let ops = cfg.operands;
         let types = if ops.a == ops.b { ops.a.rust_name().to_string() } else { format!("{} × {}", ops.a.rust_name(), ops.b.rust_name()) };
-        let _ = writeln!(s, "// GEMM: {gemm}, {types} operands, f32 accumulation.");
+        let accum = match ops.accum {
+            Accumulation::Promoted => "f32 accumulation",
+            Accumulation::Fast => "accumulated in the tensor cores' precision (accum = fast)",
+        };
+        let _ = writeln!(s, "// GEMM: {gemm}, {types} operands, {accum}.");
         if ops.scale == OperandScale::Blockwise {
             let _ = writeln!(s, "// Blockwise scales (CodaGemmLaunch::a_scale, b_scale), applied in the mainloop:");
             let _ = writeln!(s, "//   a_scale f32 [ceil(K/128), M], b_scale f32 [ceil(N/128), ceil(K/128)].");
@@ -226,7 +230,24 @@ pub fn emit(program: &Program, package: &str, version: &str) -> String {
     } else {
         let ops = cfg.operands;
         let kind = if ops.scale == OperandScale::Blockwise { "BlockwiseOperands" } else { "PlainOperands" };
-        let _ = writeln!(s, "using Operands = {kind}<{}, {}>;", cpp_elem(ops.a), cpp_elem(ops.b));
+        let (a, b) = (cpp_elem(ops.a), cpp_elem(ops.b));
+        if ops.accum == Accumulation::Fast {
+            // CUTLASS's FP8FastAccum schedules take its plain mainloop: the
+            // tensor cores accumulate all of K, nothing is promoted.
+            let sched = match cfg.schedule {
+                Schedule::Cooperative => "Cooperative",
+                Schedule::Pingpong => "Pingpong",
+            };
+            let _ = writeln!(s, "// accum = fast: the tensor cores accumulate all of K (no promotion every 128 of K).");
+            let _ = writeln!(s, "struct Operands : {kind}<{a}, {b}> {{");
+            let _ = writeln!(s, "  template <class>");
+            let _ = writeln!(s, "  using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecialized{sched}FP8FastAccum;");
+            let _ = writeln!(s, "  template <class Collective>");
+            let _ = writeln!(s, "  using Mainloop = Collective;");
+            let _ = writeln!(s, "}};");
+        } else {
+            let _ = writeln!(s, "using Operands = {kind}<{a}, {b}>;");
+        }
         ", Operands".to_string()
     };
     let _ = writeln!(s, "using Kernel = Gemm<Fusion, ClusterShape, Schedule, ElementC, ElementD, {weight}{operands}>;\n");

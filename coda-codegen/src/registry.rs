@@ -5,7 +5,7 @@
 use std::fmt::Write;
 
 use coda_dsl::Program;
-use coda_dsl::ir::{BLayout, Config, OperandScale, Schedule};
+use coda_dsl::ir::{Accumulation, BLayout, Config, OperandScale, Schedule};
 
 fn config_literal(c: &Config) -> String {
     let schedule = match c.schedule {
@@ -21,11 +21,16 @@ fn config_literal(c: &Config) -> String {
         OperandScale::None => "None",
         OperandScale::Blockwise => "Blockwise",
     };
+    let accum = match o.accum {
+        Accumulation::Promoted => "Promoted",
+        Accumulation::Fast => "Fast",
+    };
     format!(
         "::coda_runtime::dsl::ir::Config {{ tile_m: {}, tile_n: {}, cluster_m: {}, cluster_n: {}, \
          schedule: ::coda_runtime::dsl::ir::Schedule::{schedule}, b_layout: ::coda_runtime::dsl::ir::BLayout::{b}, \
          operands: ::coda_runtime::dsl::ir::Operands {{ a: ::coda_runtime::dsl::ir::DType::{:?}, \
-         b: ::coda_runtime::dsl::ir::DType::{:?}, scale: ::coda_runtime::dsl::ir::OperandScale::{scale} }} }}",
+         b: ::coda_runtime::dsl::ir::DType::{:?}, scale: ::coda_runtime::dsl::ir::OperandScale::{scale}, \
+         accum: ::coda_runtime::dsl::ir::Accumulation::{accum} }} }}",
         c.tile_m, c.tile_n, c.cluster_m, c.cluster_n, o.a, o.b
     )
 }

@@ -12,7 +12,7 @@ use syn::{
 };
 
 use crate::ir::{
-    BLayout, BinaryOp, Config, DType, GROUP_SIZES, GroupOp, Input, InputKind, Node, NodeId, Op, OperandScale, Output,
+    Accumulation, BLayout, BinaryOp, Config, DType, GROUP_SIZES, GroupOp, Input, InputKind, Node, NodeId, Op, OperandScale, Output,
     OutputKind, Program, Schedule, UnaryOp, Width,
 };
 
@@ -131,16 +131,24 @@ pub fn parse_config(args: TokenStream) -> syn::Result<Config> {
             "scale" => {
                 config.operands.scale = blockwise(&item.value)?;
             }
+            "accum" => {
+                config.operands.accum = match ident_value(&item.value).as_deref() {
+                    Some("promoted") => Accumulation::Promoted,
+                    Some("fast") => Accumulation::Fast,
+                    _ => return Err(syn::Error::new(item.value.span(), "accum must be `promoted` (the default) or `fast`")),
+                };
+            }
             _ => {
                 return Err(syn::Error::new(
                     item.path.span(),
-                    "unknown epilogue option; expected `tile`, `cluster`, `schedule`, `b_layout`, `a`, `b` or `scale`",
+                    "unknown epilogue option; expected `tile`, `cluster`, `schedule`, `b_layout`, `a`, `b`, `scale` or `accum`",
                 ));
             }
         }
     }
-    // Neither ping-pong nor 8-bit operands take the default 128×256 tile.
-    if (config.schedule == Schedule::Pingpong || config.operands.is_fp8()) && !tile_given {
+    // Neither ping-pong nor 8-bit operands that promote take the default 128×256 tile.
+    let promotes = config.operands.is_fp8() && config.operands.accum == Accumulation::Promoted;
+    if (config.schedule == Schedule::Pingpong || promotes) && !tile_given {
         (config.tile_m, config.tile_n) = (128, 128);
     }
     config.check().map_err(|e| syn::Error::new(args_span, e))?;

@@ -47,6 +47,9 @@ pub struct Operands {
     pub b: DType,
     #[serde(default)]
     pub scale: OperandScale,
+    /// Absent from the IR of a program that promotes (its JSON, so its fingerprint, is unchanged).
+    #[serde(default, skip_serializing_if = "Accumulation::is_promoted")]
+    pub accum: Accumulation,
 }
 
 impl Default for Operands {
@@ -57,7 +60,8 @@ impl Default for Operands {
 
 impl Operands {
     /// bf16 × bf16, unscaled.
-    pub const BF16: Operands = Operands { a: DType::Bf16, b: DType::Bf16, scale: OperandScale::None };
+    pub const BF16: Operands =
+        Operands { a: DType::Bf16, b: DType::Bf16, scale: OperandScale::None, accum: Accumulation::Promoted };
     pub fn is_default(&self) -> bool {
         *self == Operands::default()
     }
@@ -68,6 +72,27 @@ impl Operands {
     /// The K extent of one mainloop stage (128 bytes of each operand row).
     pub fn tile_k(&self) -> usize {
         128 / self.a.bytes()
+    }
+}
+
+/// How an FP8 mainloop accumulates (`#[epilogue(accum = fast)]`); bf16
+/// products always go straight into the f32 accumulator.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Accumulation {
+    /// The tensor cores' partial sum of each 128 of K is added into the f32
+    /// accumulator (cuBLASLt's default; Transformer Engine's split
+    /// accumulator, for gradients).
+    #[default]
+    Promoted,
+    /// The tensor cores accumulate all of K in their own, narrower precision
+    /// (cuBLASLt's `FAST_ACCUM`; Transformer Engine's forward GEMMs): no
+    /// second accumulator, so every bf16 tile and schedule fits.
+    Fast,
+}
+
+impl Accumulation {
+    pub fn is_promoted(&self) -> bool {
+        *self == Accumulation::Promoted
     }
 }
 
@@ -506,10 +531,11 @@ impl Config {
     }
 
     /// The operand rules: bf16 × bf16, or two 8-bit floats (any mix of e4m3
-    /// and e5m2) both K-major in a cooperative 128×128 tile; blockwise scales
-    /// on 8-bit operands only.
+    /// and e5m2) both K-major, in a cooperative 128×128 tile unless they
+    /// accumulate fast; blockwise scales and fast accumulation on 8-bit
+    /// operands only, and not together.
     fn check_operands(&self) -> Result<(), String> {
-        let Operands { a, b, scale } = self.operands;
+        let Operands { a, b, scale, accum } = self.operands;
         for (name, t) in [("a", a), ("b", b)] {
             if !matches!(t, DType::Bf16 | DType::E4m3 | DType::E5m2) {
                 return Err(format!("operand {name} must be bf16, e4m3 or e5m2, not {}", t.rust_name()));
@@ -528,10 +554,22 @@ impl Config {
         // partial sums beside the accumulator: 3 × 64 registers in a 128 × 128
         // tile over two consumer warpgroups, and CUTLASS's own FP8 mainloop,
         // with one partial sum, already spills in ping-pong 128 × 128 (888 bytes).
-        if a.is_fp8() && (self.schedule != Schedule::Cooperative || (self.tile_m, self.tile_n) != (128, 128)) {
+        if accum == Accumulation::Fast && !a.is_fp8() {
+            return Err("accum = fast needs 8-bit operands (a = e4m3, b = e4m3); bf16 products always accumulate in f32".into());
+        }
+        if accum == Accumulation::Fast && scale == OperandScale::Blockwise {
+            return Err("accum = fast and scale = blockwise(...) exclude each other: blockwise scales are applied \
+                        where the partial sums are promoted"
+                .into());
+        }
+        // Accumulating fast, the mainloop holds the accumulator alone, as a bf16 one does.
+        if a.is_fp8()
+            && accum == Accumulation::Promoted
+            && (self.schedule != Schedule::Cooperative || (self.tile_m, self.tile_n) != (128, 128))
+        {
             return Err(format!(
                 "8-bit operands take the cooperative schedule with a 128×128 tile (the FP8 mainloop's partial \
-                 sums spill registers past that), not {}",
+                 sums spill registers past that), not {}; accum = fast (no partial sums) takes any",
                 self.name()
             ));
         }

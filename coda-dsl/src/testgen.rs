@@ -32,7 +32,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{RngSeed, TestRunner};
 
 use crate::ir::{
-    BLayout, BinaryOp, Config, DType, GROUP_SIZES, GroupOp, InputKind, OperandScale, Operands, OutputKind, Schedule, UnaryOp, Width,
+    Accumulation, BLayout, BinaryOp, Config, DType, GROUP_SIZES, GroupOp, InputKind, OperandScale, Operands, OutputKind, Schedule, UnaryOp, Width,
 };
 use crate::smem;
 
@@ -506,20 +506,27 @@ fn gen_config(s: &mut Src, is_map: bool) -> (Config, String) {
     let mut c = all[k - 1];
     let mut args = vec![];
     if !is_map && s.chance(15) {
-        // 8-bit operands: the cooperative 128×128 tile (`Config::check`), any mix of formats, blockwise or not.
-        (c.tile_m, c.tile_n, c.schedule) = (128, 128, Schedule::Cooperative);
+        // 8-bit operands, any mix of formats: accumulated fast in any config,
+        // or promoted in the cooperative 128×128 tile (`Config::check`), blockwise or not.
         let pick = |s: &mut Src| if s.chance(50) { DType::E4m3 } else { DType::E5m2 };
-        c.operands = Operands { a: pick(s), b: pick(s), scale: OperandScale::None };
+        c.operands = Operands { a: pick(s), b: pick(s), ..Operands::BF16 };
         args.push(format!("a = {}", c.operands.a.rust_name()));
         args.push(format!("b = {}", c.operands.b.rust_name()));
-        if s.chance(50) {
-            c.operands.scale = OperandScale::Blockwise;
-            args.push("scale = blockwise(1x128, 128x128)".to_string());
+        if s.chance(30) {
+            c.operands.accum = Accumulation::Fast;
+            args.push("accum = fast".to_string());
+        } else {
+            (c.tile_m, c.tile_n, c.schedule) = (128, 128, Schedule::Cooperative);
+            if s.chance(50) {
+                c.operands.scale = OperandScale::Blockwise;
+                args.push("scale = blockwise(1x128, 128x128)".to_string());
+            }
         }
     } else if s.chance(30) {
         c.b_layout = BLayout::Kn;
     }
-    let default_tile = if c.schedule == Schedule::Pingpong || c.operands.is_fp8() { (128, 128) } else { (128, 256) };
+    let promotes = c.operands.is_fp8() && c.operands.accum == Accumulation::Promoted;
+    let default_tile = if c.schedule == Schedule::Pingpong || promotes { (128, 128) } else { (128, 256) };
     if (c.tile_m, c.tile_n) != default_tile || s.chance(50) {
         args.push(format!("tile = ({}, {})", c.tile_m, c.tile_n));
     }

@@ -243,9 +243,9 @@ fn options_are_given_once_as_name_value_pairs() {
 
 #[test]
 fn operand_options_are_parsed_and_checked() {
-    use coda_dsl::ir::{Operands, OperandScale};
+    use coda_dsl::ir::{Accumulation, Operands, OperandScale};
     let c = parse_config(quote!(a = e4m3, b = e4m3, scale = blockwise(1x128, 128x128))).unwrap();
-    assert_eq!(c.operands, Operands { a: DType::E4m3, b: DType::E4m3, scale: OperandScale::Blockwise });
+    assert_eq!(c.operands, Operands { a: DType::E4m3, b: DType::E4m3, scale: OperandScale::Blockwise, ..Operands::BF16 });
     assert_eq!(c.operands.tile_k(), 128);
     let c = parse_config(quote!(a = e4m3, b = e5m2)).unwrap();
     assert_eq!((c.operands.a, c.operands.b, c.operands.scale), (DType::E4m3, DType::E5m2, OperandScale::None));
@@ -270,6 +270,28 @@ fn operand_options_are_parsed_and_checked() {
     assert!(e.contains("scale must be `blockwise(1x128, 128x128)`"), "{e}");
     let e = err(quote!(a = fp8));
     assert!(e.contains("operand a must be `bf16`, `e4m3` or `e5m2`"), "{e}");
+    // Fast accumulation holds no partial sums, so it takes a bf16 program's
+    // configs, default tile included; its IR says so, a promoting one's does not.
+    let c = parse_config(quote!(a = e4m3, b = e4m3, accum = fast)).unwrap();
+    assert_eq!((c.tile_m, c.tile_n, c.schedule, c.operands.accum), (128, 256, Schedule::Cooperative, Accumulation::Fast));
+    let c = parse_config(quote!(a = e5m2, b = e4m3, accum = fast, schedule = pingpong, cluster = (1, 2))).unwrap();
+    assert_eq!((c.tile_m, c.tile_n, c.schedule), (128, 128, Schedule::Pingpong));
+    let fast = lower_fn(
+        &syn::parse2(quote! { fn f(acc: Acc) -> Tile<bf16> { let y = acc; y } }).unwrap(),
+        parse_config(quote!(a = e4m3, b = e4m3, accum = fast)).unwrap(),
+    )
+    .unwrap();
+    assert!(fast.to_json().contains("\"accum\":\"Fast\""), "{}", fast.to_json());
+    let promoted = parse_config(quote!(a = e4m3, b = e4m3, accum = promoted)).unwrap();
+    assert_eq!(promoted, parse_config(quote!(a = e4m3, b = e4m3)).unwrap());
+    let e = err(quote!(accum = fast));
+    assert!(e.contains("accum = fast needs 8-bit operands"), "{e}");
+    let e = err(quote!(a = e4m3, b = e4m3, accum = fast, scale = blockwise(1x128, 128x128)));
+    assert!(e.contains("exclude each other"), "{e}");
+    let e = err(quote!(a = e4m3, b = e4m3, accum = slow));
+    assert!(e.contains("accum must be `promoted` (the default) or `fast`"), "{e}");
+    let e = err(quote!(a = e4m3, b = e4m3, accum = fast, b_layout = kn));
+    assert!(e.contains("b_layout = kn is bf16 only"), "{e}");
     // 8-bit tiles are outputs only, and the launch names stay reserved.
     let e = lower(quote! { fn f(acc: Acc, x: Tile<e4m3>) -> Tile<bf16> { acc + x } }).unwrap_err();
     assert!(e.contains("element type `e4m3` is not allowed here"), "{e}");

@@ -305,7 +305,7 @@ fn spans_must_fit_the_address_space() {
 #[test]
 fn fp8_operands_scales_and_rows() {
     const FP8: Config =
-        Config { tile_n: 128, operands: Operands { a: DType::E4m3, b: DType::E4m3, scale: OperandScale::Blockwise }, ..OWN };
+        Config { tile_n: 128, operands: Operands { a: DType::E4m3, b: DType::E4m3, scale: OperandScale::Blockwise, ..Operands::BF16 }, ..OWN };
     const Q: &[ParamInfo] = &[ParamInfo { name: "q", shape: Shape::Tile, dtype: DType::E4m3, output: true }];
     // SAFETY: never launched.
     const V: &[Variant] = &[unsafe { Variant::new(FP8, "test", "", never_run, never_size) }];

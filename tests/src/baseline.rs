@@ -8,6 +8,7 @@ use cudarc::driver::CudaStream;
 
 use coda_llama::blas::{Stored, check_gemm};
 use coda_runtime::{Error, LaunchKind, Stream, Tensor, bf16, e4m3};
+use coda_runtime::dsl::ir::Accumulation;
 use cudarc::driver::{DevicePtr, DevicePtrMut};
 
 /// A cuBLASLt handle on one stream, with its 32 MiB workspace: the bare
@@ -84,8 +85,8 @@ pub enum Fp8Scaling {
 }
 
 /// cuBLASLt's FP8 GEMM `y[M, N] = (x[M, K] · w[N, K]ᵀ)` scaled, bf16 out, f32
-/// accumulation without fast accumulation (cuBLASLt's default, as our FP8
-/// mainloop): the baseline of the FP8 programs, through the raw API since
+/// accumulation with or without fast accumulation (`FAST_ACCUM`, as the
+/// program's `accum` option): the baseline of the FP8 programs, through the raw API since
 /// cudarc's safe wrapper has no FP8 scales. Descriptors are made once per
 /// shape, as a framework caches them; the algorithm is cuBLASLt's heuristic.
 pub struct CublasLtFp8 {
@@ -102,7 +103,7 @@ pub struct CublasLtFp8 {
 
 impl CublasLtFp8 {
     /// [`Error::Library`] where cuBLASLt has no kernel for `scaling` (e.g. blockwise before cuBLAS 12.9).
-    pub fn new(stream: &Stream, (m, n, k): (usize, usize, usize), scaling: Fp8Scaling) -> Result<CublasLtFp8, Error> {
+    pub fn new(stream: &Stream, (m, n, k): (usize, usize, usize), scaling: Fp8Scaling, accum: Accumulation) -> Result<CublasLtFp8, Error> {
         use cudarc::cublaslt::{result, sys};
         let lib = |what: &str, e: cudarc::cublaslt::result::CublasError| Error::Library { library: "cuBLASLt", message: format!("{what}: {e:?}") };
         // SAFETY: only probes whether libcublasLt can be loaded.
@@ -133,6 +134,10 @@ impl CublasLtFp8 {
         let (pw, px) = (scale_w.slice().device_ptr(stream.cuda()).0, scale_x.slice().device_ptr(stream.cuda()).0);
         set(sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &pw as *const _ as _, 8)?;
         set(sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &px as *const _ as _, 8)?;
+        if accum == Accumulation::Fast {
+            let fast = 1i8;
+            set(sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast as *const _ as _, 1)?;
+        }
         if scaling == Fp8Scaling::Blockwise {
             let (mode_w, mode_x) = (
                 sys::cublasLtMatmulMatrixScale_t::CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F,
@@ -164,7 +169,7 @@ impl CublasLtFp8 {
         let found = unsafe { result::get_matmul_algo_heuristic(handle, desc, layouts[0], layouts[1], layouts[2], layouts[2], pref) };
         // SAFETY: created above, used no more.
         unsafe { result::destroy_matmul_pref(pref) }.map_err(|e| lib("preference", e))?;
-        let algo = found.map_err(|e| lib(&format!("no FP8 kernel for {scaling:?} at {m}×{n}×{k}"), e))?.algo;
+        let algo = found.map_err(|e| lib(&format!("no FP8 kernel for {scaling:?}, {accum:?} accumulation, at {m}×{n}×{k}"), e))?.algo;
         Ok(CublasLtFp8 { handle, desc, layouts, algo, workspace, _scales: [scale_w, scale_x], shape: (m, n, k) })
     }
 

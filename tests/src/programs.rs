@@ -296,8 +296,28 @@ pub fn cpp_names(
     (y, new, prob)
 }
 
+#[coda::epilogue(a = e4m3, b = e4m3, accum = fast)]
+/// `fp8_swiglu` with fast accumulation (Transformer Engine's forward GEMMs):
+/// no promotion, so the default configs of a bf16 program.
+pub fn fp8_fast_swiglu(acc: Acc, scale: Scalar) -> HalfTile<bf16> {
+    let x = acc * scale;
+    let (g, u) = unpair(x);
+    let y = silu(g) * u;
+    y
+}
+
+#[coda::epilogue(a = e4m3, b = e4m3, accum = fast)]
+/// `fp8_residual_rms` with fast accumulation.
+pub fn fp8_fast_residual_rms(acc: Acc, sa: PerRow<f32>, sb: PerCol<f32>, z: Tile<bf16>, gamma: PerCol<bf16>)
+    -> (Tile<bf16>, Tile<bf16>, RowPartial<f32>) {
+    let h = acc * sa * sb + z;
+    let u = h * gamma;
+    let sq = row_sum(h * h);
+    (h, u, sq)
+}
+
 /// Every program of this file (for tools: `coda inspect`, `coda tune`).
-pub fn kernels() -> [&'static coda::Kernel; 23] {
+pub fn kernels() -> [&'static coda::Kernel; 25] {
     [
         &gated_mix::KERNEL,
         &two_partials::KERNEL,
@@ -313,7 +333,9 @@ pub fn kernels() -> [&'static coda::Kernel; 23] {
         &qk_norm_rope::KERNEL,
         &block_amax::KERNEL,
         &fp8_swiglu::KERNEL,
+        &fp8_fast_swiglu::KERNEL,
         &fp8_residual_rms::KERNEL,
+        &fp8_fast_residual_rms::KERNEL,
         &fp8_blockwise_swiglu::KERNEL,
         &fp8_requant::KERNEL,
         &fp8_delayed_scaling::KERNEL,

@@ -149,6 +149,7 @@ fn time_fp8(stream: &Stream, samples: usize, reps: usize, only: Option<&str>) {
     for n in [4096, 8192] {
         for (name, kernel, program, scaling, bf16_kernel, bf16_program) in [
             ("fp8_swiglu", &fp8_swiglu::KERNEL, fp8_swiglu::program(), Fp8Scaling::PerTensor, &swiglu::KERNEL, swiglu::program()),
+            ("fp8_fast_swiglu", &fp8_fast_swiglu::KERNEL, fp8_fast_swiglu::program(), Fp8Scaling::PerTensor, &swiglu::KERNEL, swiglu::program()),
             (
                 "fp8_blockwise_swiglu",
                 &fp8_blockwise_swiglu::KERNEL,
@@ -165,6 +166,14 @@ fn time_fp8(stream: &Stream, samples: usize, reps: usize, only: Option<&str>) {
                 &linear_residual_rms_partial::KERNEL,
                 linear_residual_rms_partial::program(),
             ),
+            (
+                "fp8_fast_residual_rms",
+                &fp8_fast_residual_rms::KERNEL,
+                fp8_fast_residual_rms::program(),
+                Fp8Scaling::PerTensor,
+                &linear_residual_rms_partial::KERNEL,
+                linear_residual_rms_partial::program(),
+            ),
         ] {
             let (m, k) = (n, n);
             if only.is_some_and(|o| !format!("{name} {m},{n},{k}").contains(o)) {
@@ -177,7 +186,7 @@ fn time_fp8(stream: &Stream, samples: usize, reps: usize, only: Option<&str>) {
             let fp8 = RefCell::new(setups(kernel, &program, &mut rng));
             let bf = RefCell::new(setups(bf16_kernel, &bf16_program, &mut rng));
             let out = RefCell::new(Tensor::<bf16>::zeros(stream, &[m, n]).expect("alloc"));
-            let mut blas = match CublasLtFp8::new(stream, (m, n, k), scaling) {
+            let mut blas = match CublasLtFp8::new(stream, (m, n, k), scaling, kernel.operands().accum) {
                 Ok(b) => Some(b),
                 Err(e) => {
                     println!("{name}: cuBLASLt FP8 {scaling:?} unavailable ({e}); timed without it");
