@@ -14,7 +14,12 @@ timeout 60 scripts/device-run.sh /tmp/b/gpu --only fp8_fast > "$o/gpu-fp8-fast.l
 echo "gpu fp8_fast exit $? at $(el) s: $(tail -1 "$o/gpu-fp8-fast.log")"; grep -E "M=4096" -A3 "$o/gpu-fp8-fast.log" | head -24
 timeout 90 scripts/device-run.sh /tmp/b/llama-norm > "$o/llama-norm.log" 2>&1
 echo "llama-norm exit $? at $(el) s"; tail -5 "$o/llama-norm.log"
-timeout $((585 - $(el))) scripts/device-run.sh /tmp/b/coda-heldout bench --part heldout --json "$o/heldout.json" > "$o/heldout.log" 2>&1
+timeout $((440 - $(el))) scripts/device-run.sh /tmp/b/coda-heldout bench --part heldout --json "$o/heldout.json" > "$o/heldout.log" 2>&1
 echo "heldout bench exit $? at $(el) s"
 tar czf "$OUT/call-c.tgz" -C "$OUT" call-c
 grep -E "^\||^- " "$o/heldout.log" | tail -24
+# Then, in what is left of the call, the FP8 programs beside cuBLASLt (fast and promoted).
+timeout $((585 - $(el))) scripts/device-run.sh /tmp/b/time_programs --programs-only --only fp8 > "$o/fp8.log" 2>&1
+echo "fp8 timing exit $? at $(el) s"
+tar czf "$OUT/call-c.tgz" -C "$OUT" call-c
+grep -A12 "FP8 program" "$o/fp8.log"
