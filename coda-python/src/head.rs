@@ -3,7 +3,7 @@
 //! without the `M × V` logits) on PyTorch tensors, borrowed through DLPack.
 
 use coda_llama::{Borrowed, HeadBackwardState, HeadGrads, HeadLoss, HeadState, HeadWeights};
-use coda_runtime::{bf16, Error};
+use coda_runtime::{aux, bf16, Error};
 use pyo3::prelude::*;
 
 use crate::block::import_all;
@@ -12,6 +12,7 @@ use crate::{cublas, current_stream, raw, to_py};
 const STATE: [&str; 6] = ["u", "r", "lse", "target_logit", "loss", "mean"];
 const GRADS: [&str; 3] = ["dx", "dgamma", "dw"];
 const CHUNK: [&str; 3] = ["logits", "dlogits", "xg"];
+const SCALED: [&str; 3] = ["dx_out", "dgamma_out", "dw_out"];
 
 /// The rows of the chunk buffers `head_forward_backward` takes for `tokens`
 /// rows in chunks of `chunk_rows`, or `ArgumentError` naming `chunk_rows`
@@ -62,6 +63,35 @@ pub fn head_forward_backward(
         let b = |i: usize| raw::<bf16>(&s, CHUNK[i], &ch[i]);
         let mut bs = HeadBackwardState::<Borrowed>::from_parts(&s, &h, fs.tokens, chunk_rows, cublas(&s)?, b(0)?, b(1)?, b(2)?)?;
         coda_llama::head_forward_backward(&s, &h, &x, &targets, &mut fs, &mut bs, &mut g)
+    };
+    run().map_err(|e| to_py(py, e))
+}
+
+/// The kept gradients `grads` (in [`GRADS`]' order: `dx` bf16, `dgamma` and
+/// `dw` f32) times the loss's gradient `dmean` (`[1]` f32, read on the
+/// device) into `out` (bf16, the parameters' dtype), each rounded once
+/// (`aux::scale_into`): one pass each, where PyTorch's `mul(out=)` of an f32
+/// `[V, d]` into bf16 took its slower mixed-dtype kernel (bench/NOTES.md,
+/// session 36).
+#[pyfunction]
+pub fn head_scale_grads(
+    py: Python<'_>,
+    device: usize,
+    dmean: Bound<'_, PyAny>,
+    grads: Vec<Bound<'_, PyAny>>,
+    out: Vec<Bound<'_, PyAny>>,
+) -> PyResult<()> {
+    let on = current_stream(py, device)?;
+    let s = on.stream.clone();
+    let g = import_all(py, "dmean", &["dmean"], &[dmean], device, &on)?;
+    let gr = import_all(py, "grads", &GRADS, &grads, device, &on)?;
+    let out = import_all(py, "out", &SCALED, &out, device, &on)?;
+    let run = || -> Result<(), Error> {
+        let g = raw::<f32>(&s, "dmean", &g[0])?;
+        let dst = |i: usize| raw::<bf16>(&s, SCALED[i], &out[i]);
+        aux::scale_into(&s, &raw::<bf16>(&s, GRADS[0], &gr[0])?, &g, &mut dst(0)?)?;
+        aux::scale_into(&s, &raw::<f32>(&s, GRADS[1], &gr[1])?, &g, &mut dst(1)?)?;
+        aux::scale_into(&s, &raw::<f32>(&s, GRADS[2], &gr[2])?, &g, &mut dst(2)?)
     };
     run().map_err(|e| to_py(py, e))
 }

@@ -563,6 +563,7 @@ fn _coda(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(block::block_check, m)?)?;
     m.add_function(wrap_pyfunction!(head::head_forward_backward, m)?)?;
     m.add_function(wrap_pyfunction!(head::head_buffer_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(head::head_scale_grads, m)?)?;
     m.add_function(wrap_pyfunction!(block::block_rope_freq, m)?)?;
     m.add_function(wrap_pyfunction!(block::block_forward, m)?)?;
     m.add_function(wrap_pyfunction!(block::block_backward, m)?)?;

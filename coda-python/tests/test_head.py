@@ -135,6 +135,25 @@ class HeadOp(unittest.TestCase):
         self.assertEqual(fills, [], "zero-filled gradients in the backward")
         self.assertTrue(all(t.grad is not None for t in leaves))
 
+    def test_loss_gradient_scales_as_the_f32_product(self):
+        """``head_loss_grad`` (the kept gradients times the loss's gradient,
+        CODA's kernel) bit for bit as PyTorch's f32 product of the same
+        tensors rounded once to bf16; a loss gradient of -0.3
+        (``(loss * -0.3).backward()``) and one of 1. (PyTorch's ``mul`` of
+        the bf16 ``dx`` by an f32 0-dim tensor would round the gradient to
+        bf16 first.)"""
+        kept = torch.ops.coda_rs.head_loss(self.x, self.targets, self.gamma, self.w, EPS, 256, 0.0, 0.0, 0.0)[1:]
+        for g in (-0.3, 1.0):
+            dmean = torch.full((1,), g, device="cuda")
+            ours = torch.ops.coda_rs.head_loss_grad(dmean, *kept, torch.bfloat16, torch.bfloat16, torch.bfloat16)
+            for name, k, o in zip(NAMES[1:], kept, ours):
+                want = (k.float() * dmean.reshape(())).bfloat16()
+                self.assertEqual(o.dtype, torch.bfloat16, name)
+                self.assertTrue(torch.equal(o, want), f"{name} times {g} differs from the f32 product rounded once")
+        with self.assertRaises(ArgumentError) as e:
+            torch.ops.coda_rs.head_loss_grad(dmean, *kept, torch.bfloat16, torch.float32, torch.bfloat16)
+        self.assertEqual(e.exception.argument, "dgamma_out", str(e.exception))
+
     def test_every_target_ignored_gives_nan_as_pytorch(self):
         t = torch.full_like(self.targets, -100)
         ours = head_loss(self.x, t, self.gamma, self.w)

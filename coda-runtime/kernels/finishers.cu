@@ -5,7 +5,7 @@
 // thread per output looping over a vocabulary's 256 tiles kept 16 SMs busy
 // and took ~100 µs at 4096 rows (bench/NOTES.md, session 22). Also
 // `repeat_two`, which lays vectors side by side (a per-head weight over a
-// projection's columns).
+// projection's columns), and `scale_into`, a tensor times a device scalar.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -142,6 +142,39 @@ __global__ void repeat_two(const __nv_bfloat16* __restrict__ a, int64_t na, int6
   out[i] = i < ea ? a[i % na] : i < eb ? b[(i - ea) % nb] : __float2bfloat16(0.0f);
 }
 
+// dst[i] = src[i] · *g in f32, rounded once into D (bf16 round-to-nearest-even, as
+// PyTorch's `mul(out=)`): gradients kept from a forward scaled by the loss's
+// gradient, which stays on the device. Four elements a thread a step where
+// both pointers are aligned for it (`vec`), one at a time for the rest.
+__device__ inline float to_float(float x) { return x; }
+__device__ inline float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <class D>
+__device__ inline D from_float(float x);
+template <>
+__device__ inline float from_float<float>(float x) { return x; }
+template <>
+__device__ inline __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+template <class T>
+struct alignas(4 * sizeof(T)) Four {
+  T v[4];
+};
+
+template <class S, class D>
+__global__ void scale_into(const S* __restrict__ src, const float* __restrict__ g, D* __restrict__ dst, int64_t n, int vec) {
+  const float s = *g;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t n4 = vec ? n / 4 : 0;
+  for (int64_t j = first; j < n4; j += stride) {
+    Four<S> a = reinterpret_cast<const Four<S>*>(src)[j];
+    Four<D> b;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) b.v[k] = from_float<D>(to_float(a.v[k]) * s);
+    reinterpret_cast<Four<D>*>(dst)[j] = b;
+  }
+  for (int64_t j = n4 * 4 + first; j < n; j += stride) dst[j] = from_float<D>(to_float(src[j]) * s);
+}
+
 // lse[m] = max_t + log Σ_t s_t · exp(max_t − max) over [2, n_tiles, m_pad] partials.
 __global__ void lse_finish(const float* __restrict__ partials, int64_t m, int64_t m_pad, int64_t n_tiles,
                            float* __restrict__ lse) {
@@ -251,6 +284,29 @@ extern "C" int coda_col_group_sum_finish(const float* partials, int64_t n_pad, i
   if (stream == nullptr) return int(cudaErrorInvalidResourceHandle);
   col_group_sum_finish<<<blocks_for(g, 128), 128, 0, static_cast<cudaStream_t>(stream)>>>(partials, n_pad, m_tiles,
                                                                                           first, groups, g, out);
+  return int(cudaGetLastError());
+}
+
+// src_bf16 / dst_bf16: the element types (else f32). A grid of at most 4096
+// blocks of 256 threads strides over the rest.
+extern "C" int coda_scale_into(const void* src, int src_bf16, const float* g, void* dst, int dst_bf16, int64_t n,
+                               void* stream) {
+  if (stream == nullptr) return int(cudaErrorInvalidResourceHandle);
+  if (n == 0) return int(cudaSuccess);
+  auto aligned = [](const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; };
+  int vec = aligned(src, src_bf16 ? 8 : 16) && aligned(dst, dst_bf16 ? 8 : 16);
+  int blocks = int((n / 4 + 255) / 256);
+  blocks = blocks < 1 ? 1 : blocks > 4096 ? 4096 : blocks;
+  auto s = static_cast<cudaStream_t>(stream);
+  using B = __nv_bfloat16;
+  if (src_bf16 && dst_bf16)
+    scale_into<<<blocks, 256, 0, s>>>(static_cast<const B*>(src), g, static_cast<B*>(dst), n, vec);
+  else if (src_bf16)
+    scale_into<<<blocks, 256, 0, s>>>(static_cast<const B*>(src), g, static_cast<float*>(dst), n, vec);
+  else if (dst_bf16)
+    scale_into<<<blocks, 256, 0, s>>>(static_cast<const float*>(src), g, static_cast<B*>(dst), n, vec);
+  else
+    scale_into<<<blocks, 256, 0, s>>>(static_cast<const float*>(src), g, static_cast<float*>(dst), n, vec);
   return int(cudaGetLastError());
 }
 

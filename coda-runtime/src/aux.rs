@@ -1,11 +1,12 @@
 //! Aux reductions: finish the per-tile partials that epilogues write. Each is
 //! one small deterministic kernel (fixed summation order, no atomics) on the
 //! stream, reading only the partials, never a full activation. Beside them,
-//! [`repeat_two`] lays small vectors over a projection's columns.
+//! [`repeat_two`] lays small vectors over a projection's columns, and
+//! [`scale_into`] scales a tensor by a scalar that stays on the device.
 
 use crate::partials::{ColMaxPartials, ColPartials, Kind, LsePartials, Maxima, Partials, RowMaxPartials, RowPartials};
-use crate::dsl::ir::Shape;
-use crate::{AnyTensor, Error, Stream, Tensor, TensorMut, TensorRef, bf16};
+use crate::dsl::ir::{DType, Shape};
+use crate::{AnyTensor, Element, Error, Stream, Tensor, TensorMut, TensorRef, bf16};
 
 fn len(t: &dyn AnyTensor) -> usize {
     t.dims().iter().product()
@@ -213,6 +214,37 @@ pub fn repeat_two(
         crate::ffi::coda_repeat_two_bf16(pa as _, na as i64, times_a as i64, pb as _, nb as i64, times_b as i64, o as _, n as i64, stream.raw())
     };
     launched(stream, "coda_repeat_two_bf16", code)
+}
+
+/// `dst = src · g` element by element, in f32 and rounded once into `dst`'s
+/// type (bf16 or f32; `src` bf16 or f32); `g` is `[1]`, read on the device,
+/// so a loss's gradient scales gradients kept from the forward with no host
+/// synchronisation. `src` and `dst` have the same shape.
+pub fn scale_into<S: Element, D: Element>(
+    stream: &Stream,
+    src: &dyn TensorRef<S>,
+    g: &dyn TensorRef<f32>,
+    dst: &mut dyn TensorMut<D>,
+) -> Result<(), Error> {
+    let bf16_or_f32 = |name: &str, t: DType| match t {
+        DType::Bf16 => Ok(1),
+        DType::F32 => Ok(0),
+        other => Err(Error::arg(name, format!("must be bf16 or f32, not {}", other.rust_name()))),
+    };
+    let (src_bf16, dst_bf16) = (bf16_or_f32("src", S::DTYPE)?, bf16_or_f32("dst", D::DTYPE)?);
+    vector("g", g, 1)?;
+    if src.dims() != dst.as_any().dims() {
+        return Err(Error::arg("dst", format!("shape {:?} must be src's {:?}", dst.as_any().dims(), src.dims())));
+    }
+    for (name, t) in [("src", src as &dyn AnyTensor), ("g", g as &dyn AnyTensor), ("dst", dst.as_any())] {
+        same_stream(stream, name, t)?;
+    }
+    let n = len(src);
+    stream.cuda().context().bind_to_thread()?;
+    let ((s, _s), (pg, _g), (d, _d)) = (src.read_ptr(stream), g.read_ptr(stream), dst.write_ptr(stream));
+    // SAFETY: `src` and `dst` hold `n` elements of the types passed; `g` one f32.
+    let code = unsafe { crate::ffi::coda_scale_into(s as _, src_bf16, pg as _, d as _, dst_bf16, n as i64, stream.raw()) };
+    launched(stream, "coda_scale_into", code)
 }
 
 /// Log-sum-exp per row from a program's `row_lse` partials; `lse` is `[M]`.

@@ -75,6 +75,7 @@ unsafe extern "C" {
         out: *mut f32,
         stream: *mut c_void,
     ) -> i32;
+    pub fn coda_scale_into(src: *const c_void, src_bf16: i32, g: *const f32, dst: *mut c_void, dst_bf16: i32, n: i64, stream: *mut c_void) -> i32;
     pub fn coda_repeat_two_bf16(
         a: *const c_void,
         na: i64,

@@ -304,6 +304,64 @@ fn maxima_finish(stream: &Stream) -> Result<(bool, String), Error> {
     Ok((pass, detail))
 }
 
+/// `aux::scale_into` against the host's `round(src · g)` bit for bit, for
+/// each pair of element types, at lengths that leave a tail past the four
+/// elements a thread takes, and from a view one element in (not aligned for
+/// four); its refusals, by name.
+fn scale_into_exact(stream: &Stream) -> Result<(bool, String), Error> {
+    use coda_runtime::{TensorView, TensorViewMut, aux};
+    let mut rng = Rng::new(35);
+    let g = Tensor::from_host(stream, &[-0.3f32], &[1])?;
+    let mut detail = String::new();
+    let mut pass = true;
+    let mut check = |what: String, got: Vec<u32>, want: Vec<u32>| {
+        let differing = got.iter().zip(&want).filter(|(a, b)| a != b).count() + got.len().abs_diff(want.len());
+        detail += &format!("    {what}: {differing} of {} differ from the host's
+", want.len());
+        pass &= differing == 0;
+    };
+    for n in [1, 7, 4096 * 3 + 5, 1 << 20] {
+        let xs: Vec<f32> = rng.f64s(n, -1e3, 1e3).iter().map(|&x| x as f32).collect();
+        let src32 = Tensor::from_host(stream, &xs, &[n])?;
+        let src16 = Tensor::from_host(stream, &xs.iter().map(|&x| bf16::from_f32(x)).collect::<Vec<_>>(), &[n])?;
+        let want = |x: f32| x * -0.3f32;
+        let (mut d32, mut d16) = (Tensor::<f32>::zeros(stream, &[n])?, Tensor::<bf16>::zeros(stream, &[n])?);
+        aux::scale_into(stream, &src32, &g, &mut d16)?;
+        check(format!("f32 → bf16, n = {n}"), d16.to_host()?.iter().map(|v| v.to_bits() as u32).collect(), xs.iter().map(|&x| bf16::from_f32(want(x)).to_bits() as u32).collect());
+        aux::scale_into(stream, &src32, &g, &mut d32)?;
+        check(format!("f32 → f32, n = {n}"), d32.to_host()?.iter().map(|v| v.to_bits()).collect(), xs.iter().map(|&x| want(x).to_bits()).collect());
+        let x16: Vec<f32> = src16.to_host()?.iter().map(|v| v.to_f32()).collect();
+        aux::scale_into(stream, &src16, &g, &mut d16)?;
+        check(format!("bf16 → bf16, n = {n}"), d16.to_host()?.iter().map(|v| v.to_bits() as u32).collect(), x16.iter().map(|&x| bf16::from_f32(want(x)).to_bits() as u32).collect());
+        aux::scale_into(stream, &src16, &g, &mut d32)?;
+        check(format!("bf16 → f32, n = {n}"), d32.to_host()?.iter().map(|v| v.to_bits()).collect(), x16.iter().map(|&x| want(x).to_bits()).collect());
+    }
+    // One element in: 4-byte aligned for f32, not 16.
+    let n = 1001;
+    let xs: Vec<f32> = rng.f64s(n + 1, -1.0, 1.0).iter().map(|&x| x as f32).collect();
+    let cs = stream.cuda();
+    let src = cs.clone_htod(&xs)?;
+    let mut dst = cs.clone_htod(&vec![bf16::ZERO; n + 1])?;
+    {
+        let view = TensorView::new(src.slice(1..), &[n])?;
+        let mut out = TensorViewMut::new(dst.slice_mut(1..), &[n])?;
+        aux::scale_into(stream, &view, &g, &mut out)?;
+    }
+    let got: Vec<u32> = cs.clone_dtoh(&dst)?[1..].iter().map(|v| v.to_bits() as u32).collect();
+    check("f32 → bf16 from one element in".into(), got, xs[1..].iter().map(|&x| bf16::from_f32(x * -0.3).to_bits() as u32).collect());
+    let (src, mut short, two) = (Tensor::<f32>::zeros(stream, &[8])?, Tensor::<bf16>::zeros(stream, &[7])?, Tensor::<f32>::zeros(stream, &[2])?);
+    let mut i32s = Tensor::<i32>::zeros(stream, &[8])?;
+    for (what, name, err) in [
+        ("a [7] dst for an [8] src", "dst", aux::scale_into(stream, &src, &g, &mut short).expect_err("a short dst must be refused")),
+        ("a [2] g", "g", aux::scale_into(stream, &src, &two, &mut Tensor::<f32>::zeros(stream, &[8])?).expect_err("g has one element")),
+        ("an i32 dst", "dst", aux::scale_into(stream, &src, &g, &mut i32s).expect_err("i32 is not scaled")),
+    ] {
+        pass &= matches!(&err, Error::Arg { name: n, .. } if n == name);
+        detail += &format!("    {what}: {err}\n");
+    }
+    Ok((pass, detail))
+}
+
 /// Memory and streams other libraries own (`Stream::from_cuda`, `from_raw`,
 /// `TensorView`, `RawTensor`, DLPack export and import): a launch through each gives the same bits as
 /// with the runtime's own tensors, also on the legacy default stream (a null
@@ -543,8 +601,8 @@ fn main() {
         Ok(s) => s,
         Err(e) => {
             println!("gpu tests: SKIPPED, {e}. Their results come from runs on an H200 (see README).");
-            // The FP8 shapes, the block cases (plain and QK-norm), the 8 loss variants and the 14 outcomes below.
-            let cases = generic.len() + 5 + ce.len() + 4 * blocks.len() + 2 + heads.len() + 8 + 14;
+            // The FP8 shapes, the block cases (plain and QK-norm), the 8 loss variants and the 15 outcomes below.
+            let cases = generic.len() + 5 + ce.len() + 4 * blocks.len() + 2 + heads.len() + 8 + 15;
             println!("0 passed, 0 failed, {cases} skipped");
             return;
         }
@@ -670,6 +728,7 @@ fn main() {
     });
     run.outcome("partials written by one program are refused to another".into(), || partials_have_one_producer(&stream));
     run.outcome("row_maxes, col_maxes and max_of_all finish row_max / col_max partials exactly".into(), || maxima_finish(&stream));
+    run.outcome("scale_into scales by a device scalar as the host rounds it".into(), || scale_into_exact(&stream));
     // Not under compute-sanitizer: asking the driver about a host pointer is
     // the refusal's point, and the sanitizer reports that API error.
     run.outcome_unless(sanitize, "borrowed memory and streams (cudarc views, raw pointers, the legacy stream, DLPack)".into(), || {

@@ -107,11 +107,12 @@ def _scaled(
     gamma_dtype: torch.dtype,
     w_dtype: torch.dtype,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    g = dmean.reshape(())
     # One pass each, computed in f32 and rounded once into the parameter's
-    # dtype (no f32 temporary of dw's [V, d] beside it).
-    scaled = lambda t, dtype: torch.mul(t, g, out=torch.empty(t.shape, dtype=dtype, device=t.device))  # noqa: E731
-    return scaled(dx, x_dtype), scaled(dgamma, gamma_dtype), scaled(dw, w_dtype)
+    # dtype (bf16: the forward takes no other), no f32 temporary of dw's [V, d].
+    out = [torch.empty(t.shape, dtype=dtype, device=t.device) for t, dtype in ((dx, x_dtype), (dgamma, gamma_dtype), (dw, w_dtype))]
+    with torch.cuda.device(dw.device):
+        _coda.head_scale_grads(dw.device.index, dmean.reshape(1), [dx, dgamma, dw], out)
+    return tuple(out)
 
 
 @_scaled.register_fake
