@@ -620,7 +620,7 @@ impl Config {
     }
 
     /// The tuning set of a program with `own`'s options: each config of
-    /// [`Config::all`] its operands allow (8-bit ones take one tile).
+    /// [`Config::all`] its operands allow (8-bit ones that promote take one tile).
     pub fn all_for(own: &Config) -> Vec<Config> {
         Config::all().into_iter().map(|c| c.with_options_of(own)).filter(|c| c.check().is_ok()).collect()
     }

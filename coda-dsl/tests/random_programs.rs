@@ -389,7 +389,7 @@ fn features(p: &Program) -> Vec<String> {
     f.push(format!("config {}", p.config.name()));
     f.push(format!("{:?}", p.config.b_layout));
     let ops = p.config.operands;
-    f.extend([format!("a {:?}", ops.a), format!("b {:?}", ops.b), format!("scale {:?}", ops.scale)]);
+    f.extend([format!("a {:?}", ops.a), format!("b {:?}", ops.b), format!("scale {:?}", ops.scale), format!("accum {:?}", ops.accum)]);
     f.push(if p.is_map() { "map" } else { "gemm" }.to_string());
     f
 }
@@ -460,7 +460,7 @@ fn generated_programs_lower_and_interpret() {
     );
     want.extend(["RowLse", "Gather", "OneHot"].map(String::from));
     want.extend(coda_dsl::ir::Config::all().iter().map(|c| format!("config {}", c.name())));
-    want.extend(["a E4m3", "a E5m2", "b E4m3", "b E5m2", "scale Blockwise", "scale None"].map(String::from));
+    want.extend(["a E4m3", "a E5m2", "b E4m3", "b E5m2", "scale Blockwise", "scale None", "accum Promoted", "accum Fast"].map(String::from));
     let missing: Vec<&String> = want.iter().filter(|w| !stats.seen.contains(*w)).collect();
     eprintln!(
         "{} programs; {} output elements compared, {} skipped (not finite)",

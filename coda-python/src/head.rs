@@ -3,7 +3,7 @@
 //! without the `M × V` logits) on PyTorch tensors, borrowed through DLPack.
 
 use coda_llama::{Borrowed, HeadBackwardState, HeadGrads, HeadLoss, HeadState, HeadWeights};
-use coda_runtime::{aux, bf16, Error};
+use coda_runtime::{aux, bf16, AnyTensor, Error};
 use pyo3::prelude::*;
 
 use crate::block::import_all;
@@ -87,11 +87,22 @@ pub fn head_scale_grads(
     let gr = import_all(py, "grads", &GRADS, &grads, device, &on)?;
     let out = import_all(py, "out", &SCALED, &out, device, &on)?;
     let run = || -> Result<(), Error> {
+        // Every argument checked, by its name, before the first launch.
         let g = raw::<f32>(&s, "dmean", &g[0])?;
-        let dst = |i: usize| raw::<bf16>(&s, SCALED[i], &out[i]);
-        aux::scale_into(&s, &raw::<bf16>(&s, GRADS[0], &gr[0])?, &g, &mut dst(0)?)?;
-        aux::scale_into(&s, &raw::<f32>(&s, GRADS[1], &gr[1])?, &g, &mut dst(1)?)?;
-        aux::scale_into(&s, &raw::<f32>(&s, GRADS[2], &gr[2])?, &g, &mut dst(2)?)
+        if g.dims() != [1] {
+            return Err(Error::arg("dmean", format!("must have one element, got shape {:?}", g.dims())));
+        }
+        let dx = raw::<bf16>(&s, GRADS[0], &gr[0])?;
+        let (dgamma, dw) = (raw::<f32>(&s, GRADS[1], &gr[1])?, raw::<f32>(&s, GRADS[2], &gr[2])?);
+        let mut dst = (0..3).map(|i| raw::<bf16>(&s, SCALED[i], &out[i])).collect::<Result<Vec<_>, _>>()?;
+        for (i, src) in [dx.dims(), dgamma.dims(), dw.dims()].into_iter().enumerate() {
+            if dst[i].dims() != src {
+                return Err(Error::arg(SCALED[i], format!("shape {:?} must be {}'s {src:?}", dst[i].dims(), GRADS[i])));
+            }
+        }
+        aux::scale_into(&s, &dx, &g, &mut dst[0])?;
+        aux::scale_into(&s, &dgamma, &g, &mut dst[1])?;
+        aux::scale_into(&s, &dw, &g, &mut dst[2])
     };
     run().map_err(|e| to_py(py, e))
 }

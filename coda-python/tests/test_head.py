@@ -18,7 +18,7 @@ except ImportError:  # CI installs no torch: this file is for the GPU machine
 if GPU:
     import torch.nn.functional as F
 
-    from coda_rs import ArgumentError
+    from coda_rs import ArgumentError, _coda
     from coda_rs.head import head_loss
     from test_gpu import criterion, cuda_graph_rerecords
 
@@ -153,6 +153,13 @@ class HeadOp(unittest.TestCase):
         with self.assertRaises(ArgumentError) as e:
             torch.ops.coda_rs.head_loss_grad(dmean, *kept, torch.bfloat16, torch.float32, torch.bfloat16)
         self.assertEqual(e.exception.argument, "dgamma_out", str(e.exception))
+        # Refused before anything is written: a short dw_out leaves dx_out as it was.
+        out = [torch.zeros(k.shape, dtype=torch.bfloat16, device="cuda") for k in kept[:2]]
+        out.append(torch.zeros(5, dtype=torch.bfloat16, device="cuda"))
+        with self.assertRaises(ArgumentError) as e:
+            _coda.head_scale_grads(kept[0].device.index, dmean, list(kept), out)
+        self.assertEqual(e.exception.argument, "dw_out", str(e.exception))
+        self.assertEqual(torch.count_nonzero(out[0]).item(), 0, "dx_out written before the refusal")
 
     def test_every_target_ignored_gives_nan_as_pytorch(self):
         t = torch.full_like(self.targets, -100)

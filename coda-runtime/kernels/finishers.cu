@@ -145,7 +145,8 @@ __global__ void repeat_two(const __nv_bfloat16* __restrict__ a, int64_t na, int6
 // dst[i] = src[i] · *g in f32, rounded once into D (bf16 round-to-nearest-even, as
 // PyTorch's `mul(out=)`): gradients kept from a forward scaled by the loss's
 // gradient, which stays on the device. Four elements a thread a step where
-// both pointers are aligned for it (`vec`), one at a time for the rest.
+// both pointers are aligned for it (`vec`), one at a time for the rest. The
+// buffers do not overlap (`__restrict__`; aux::scale_into's contract).
 __device__ inline float to_float(float x) { return x; }
 __device__ inline float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 template <class D>
@@ -295,8 +296,8 @@ extern "C" int coda_scale_into(const void* src, int src_bf16, const float* g, vo
   if (n == 0) return int(cudaSuccess);
   auto aligned = [](const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; };
   int vec = aligned(src, src_bf16 ? 8 : 16) && aligned(dst, dst_bf16 ? 8 : 16);
-  int blocks = int((n / 4 + 255) / 256);
-  blocks = blocks < 1 ? 1 : blocks > 4096 ? 4096 : blocks;
+  const int64_t wanted = (n / 4 + 255) / 256;
+  const int blocks = wanted < 1 ? 1 : wanted > 4096 ? 4096 : int(wanted);
   auto s = static_cast<cudaStream_t>(stream);
   using B = __nv_bfloat16;
   if (src_bf16 && dst_bf16)

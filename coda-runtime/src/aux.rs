@@ -219,7 +219,9 @@ pub fn repeat_two(
 /// `dst = src · g` element by element, in f32 and rounded once into `dst`'s
 /// type (bf16 or f32; `src` bf16 or f32); `g` is `[1]`, read on the device,
 /// so a loss's gradient scales gradients kept from the forward with no host
-/// synchronisation. `src` and `dst` have the same shape.
+/// synchronisation. `src` and `dst` have the same shape and, like `g`, do
+/// not overlap (as Rust's borrows of owned tensors ensure; borrowed memory,
+/// [`crate::RawTensor`], is the caller's to keep apart).
 pub fn scale_into<S: Element, D: Element>(
     stream: &Stream,
     src: &dyn TensorRef<S>,

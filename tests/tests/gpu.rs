@@ -306,8 +306,8 @@ fn maxima_finish(stream: &Stream) -> Result<(bool, String), Error> {
 
 /// `aux::scale_into` against the host's `round(src · g)` bit for bit, for
 /// each pair of element types, at lengths that leave a tail past the four
-/// elements a thread takes, and from a view one element in (not aligned for
-/// four); its refusals, by name.
+/// elements a thread takes, and on views one element in (not aligned for
+/// four) on either side; its refusals, by name.
 fn scale_into_exact(stream: &Stream) -> Result<(bool, String), Error> {
     use coda_runtime::{TensorView, TensorViewMut, aux};
     let mut rng = Rng::new(35);
@@ -336,19 +336,34 @@ fn scale_into_exact(stream: &Stream) -> Result<(bool, String), Error> {
         aux::scale_into(stream, &src16, &g, &mut d32)?;
         check(format!("bf16 → f32, n = {n}"), d32.to_host()?.iter().map(|v| v.to_bits()).collect(), x16.iter().map(|&x| want(x).to_bits()).collect());
     }
-    // One element in: 4-byte aligned for f32, not 16.
+    // Views one element in (f32 4-byte aligned, not 16; bf16 2-byte, not 8),
+    // on either side or both: the kernel takes four at a time only where both are aligned.
     let n = 1001;
-    let xs: Vec<f32> = rng.f64s(n + 1, -1.0, 1.0).iter().map(|&x| x as f32).collect();
     let cs = stream.cuda();
-    let src = cs.clone_htod(&xs)?;
-    let mut dst = cs.clone_htod(&vec![bf16::ZERO; n + 1])?;
-    {
-        let view = TensorView::new(src.slice(1..), &[n])?;
-        let mut out = TensorViewMut::new(dst.slice_mut(1..), &[n])?;
-        aux::scale_into(stream, &view, &g, &mut out)?;
+    let xs: Vec<f32> = rng.f64s(n + 1, -1.0, 1.0).iter().map(|&x| x as f32).collect();
+    let x16: Vec<bf16> = xs.iter().map(|&x| bf16::from_f32(x)).collect();
+    for (from, to) in [(1, 1), (0, 1), (1, 0)] {
+        let src = cs.clone_htod(&xs)?;
+        let mut dst = cs.clone_htod(&vec![bf16::ZERO; n + 1])?;
+        {
+            let view = TensorView::new(src.slice(from..from + n), &[n])?;
+            let mut out = TensorViewMut::new(dst.slice_mut(to..to + n), &[n])?;
+            aux::scale_into(stream, &view, &g, &mut out)?;
+        }
+        let got: Vec<u32> = cs.clone_dtoh(&dst)?[to..to + n].iter().map(|v| v.to_bits() as u32).collect();
+        let want = xs[from..from + n].iter().map(|&x| bf16::from_f32(x * -0.3).to_bits() as u32).collect();
+        check(format!("f32 → bf16, src {from} and dst {to} elements in"), got, want);
+        let src = cs.clone_htod(&x16)?;
+        let mut dst = cs.clone_htod(&vec![0f32; n + 1])?;
+        {
+            let view = TensorView::new(src.slice(from..from + n), &[n])?;
+            let mut out = TensorViewMut::new(dst.slice_mut(to..to + n), &[n])?;
+            aux::scale_into(stream, &view, &g, &mut out)?;
+        }
+        let got: Vec<u32> = cs.clone_dtoh(&dst)?[to..to + n].iter().map(|v| v.to_bits()).collect();
+        let want = x16[from..from + n].iter().map(|x| (x.to_f32() * -0.3).to_bits()).collect();
+        check(format!("bf16 → f32, src {from} and dst {to} elements in"), got, want);
     }
-    let got: Vec<u32> = cs.clone_dtoh(&dst)?[1..].iter().map(|v| v.to_bits() as u32).collect();
-    check("f32 → bf16 from one element in".into(), got, xs[1..].iter().map(|&x| bf16::from_f32(x * -0.3).to_bits() as u32).collect());
     let (src, mut short, two) = (Tensor::<f32>::zeros(stream, &[8])?, Tensor::<bf16>::zeros(stream, &[7])?, Tensor::<f32>::zeros(stream, &[2])?);
     let mut i32s = Tensor::<i32>::zeros(stream, &[8])?;
     for (what, name, err) in [

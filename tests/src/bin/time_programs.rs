@@ -143,7 +143,7 @@ fn main() {
 /// program of the same epilogue, all three interleaved.
 fn time_fp8(stream: &Stream, samples: usize, reps: usize, only: Option<&str>) {
     println!(
-        "\n{:<26} {:>16} {:>10} {:>13} {:>7} {:>12} {:>9}",
+        "\n{:<26} {:>16} {:>10} {:>13} {:>7} {:>12} {:>9}  FP8 config",
         "FP8 program", "M,N,K", "fused ms", "cuBLASLt ms", "ratio", "bf16 ms", "bf16/fp8"
     );
     for n in [4096, 8192] {
@@ -207,11 +207,12 @@ fn time_fp8(stream: &Stream, samples: usize, reps: usize, only: Option<&str>) {
                 .expect("timing runs");
             let (baseline, ratio) = if blas.is_some() { (format!("{:.4}", t[1]), format!("{:.3}", t[0] / t[1])) } else { ("-".into(), "-".into()) };
             println!(
-                "{name:<26} {:>16} {:>10.4} {baseline:>13} {ratio:>7} {:>12.4} {:>9.3}",
+                "{name:<26} {:>16} {:>10.4} {baseline:>13} {ratio:>7} {:>12.4} {:>9.3}  {}",
                 format!("{m},{n},{k}"),
                 t[0],
                 t[2],
-                t[2] / t[0]
+                t[2] / t[0],
+                fp8.borrow()[0].choice.describe()
             );
         }
     }
