@@ -282,6 +282,9 @@ fn same_problem(e: &Entry, gpu: &str, kernel: &Kernel, prob: Problem) -> bool {
 /// every shape (the two other pair programs' 12 shapes held out). Stores
 /// come into it only through the bandwidth floor: the fit gave them no
 /// weight.
+/// The GPU whose timings [`predicted_us`]' constants were fitted to.
+pub const FITTED_ON: &str = "NVIDIA H200";
+
 pub fn predicted_us(work: &Work, c: &Config, sms: usize, prob: Problem) -> f64 {
     let pp = c.schedule == Schedule::Pingpong;
     // Sustained bf16 FLOPs per µs and SM, and each tile's fixed start (µs).
