@@ -232,12 +232,8 @@ pub fn emit(program: &Program, package: &str, version: &str) -> String {
         let kind = if ops.scale == OperandScale::Blockwise { "BlockwiseOperands" } else { "PlainOperands" };
         let (a, b) = (cpp_elem(ops.a), cpp_elem(ops.b));
         if ops.accum == Accumulation::Fast {
-            // CUTLASS's FP8FastAccum schedules take its plain mainloop: the
-            // tensor cores accumulate all of K, nothing is promoted.
-            let sched = match cfg.schedule {
-                Schedule::Cooperative => "Cooperative",
-                Schedule::Pingpong => "Pingpong",
-            };
+            // CUTLASS's FP8FastAccum schedules (`sched` as named above) take its
+            // plain mainloop: the tensor cores accumulate all of K, nothing is promoted.
             let _ = writeln!(s, "// accum = fast: the tensor cores accumulate all of K (no promotion every 128 of K).");
             let _ = writeln!(s, "struct Operands : {kind}<{a}, {b}> {{");
             let _ = writeln!(s, "  template <class>");
