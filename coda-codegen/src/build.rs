@@ -692,17 +692,26 @@ fn ptxas_summary_of(nvcc_stderr: &str, tag: &str) -> String {
 }
 
 /// (entry function, [registers, stack, spill stores, spill loads, smem]) for each entry ptxas compiled.
+/// ptxas lists the properties of the functions an entry calls after the
+/// entry's own: only the entry's count (a callee's are not the kernel's).
 fn ptxas_entries(nvcc_stderr: &str) -> Vec<(String, [u64; 5])> {
     let number_before = |line: &str, word: &str| -> Option<u64> {
         line[..line.find(word)?].split_whitespace().last()?.parse().ok()
     };
     let mut entries: Vec<(String, [u64; 5])> = vec![];
+    let mut own = false; // whether the last "Function properties" named the entry itself
     for line in nvcc_stderr.lines() {
         if let Some(at) = line.find("Compiling entry function") {
             entries.push((line[at..].to_string(), [0; 5]));
         }
-        let Some((_, e)) = entries.last_mut() else { continue };
-        if line.contains("bytes stack frame") {
+        let Some((name, e)) = entries.last_mut() else { continue };
+        if let Some(at) = line.find("Function properties for ") {
+            let function = line[at + "Function properties for ".len()..].trim();
+            own = name.contains(&format!("'{function}'"));
+        } else if line.contains("bytes stack frame") {
+            if !own {
+                continue;
+            }
             e[1] = number_before(line, " bytes stack frame").unwrap_or(0);
             e[2] = number_before(line, " bytes spill stores").unwrap_or(0);
             e[3] = number_before(line, " bytes spill loads").unwrap_or(0);

@@ -207,6 +207,23 @@ fn ptxas_output_is_summarized_in_one_line() {
     assert_eq!(coda_codegen::build::ptxas_summary(""), "ptxas reported no kernel");
 }
 
+/// A function the kernel calls has its properties listed after the
+/// kernel's: they are not the kernel's spills.
+#[test]
+fn ptxas_summary_skips_the_properties_of_callees() {
+    let stderr = "ptxas info    : Compiling entry function '_ZN7cutlass13device_kernelIN4coda6KernelEEEvNT_6ParamsE' for 'sm_90a'\n\
+        ptxas info    : Function properties for _ZN7cutlass13device_kernelIN4coda6KernelEEEvNT_6ParamsE\n    \
+        456 bytes stack frame, 460 bytes spill stores, 460 bytes spill loads\n\
+        ptxas info    : Used 168 registers, used 2 barriers, 456 bytes cumulative stack size\n\
+        ptxas info    : Compile time = 450.342 ms\n\
+        ptxas info    : Function properties for _ZN4coda4math11sin_cos_farEf\n    \
+        0 bytes stack frame, 12 bytes spill stores, 12 bytes spill loads\n";
+    assert_eq!(
+        coda_codegen::build::ptxas_summary(stderr),
+        "168 registers, 456 bytes stack, 460 bytes spill stores, 460 bytes spill loads, 0 bytes smem"
+    );
+}
+
 /// `install` returns at once where the stamp matches the pins, and never
 /// deletes a folder that an install did not make.
 #[test]
