@@ -11,7 +11,7 @@ parameter it leaves at its default). This rewrites an entry's key from the
 (registers, stack, spills, shared memory) is the same in both listings;
 any other entry is left as it is (the runtime then ignores it) and named.
 
-    rekey_tuning.py OLD_INSPECT NEW_INSPECT coda-llama/tuning/nvidia-h200.json
+    rekey_tuning.py OLD_INSPECT NEW_INSPECT coda-llama/tuning/nvidia-h200.json   # each GPU's file
 
 The ptxas report is a necessary check, not a proof that the device code is
 unchanged; say in bench/NOTES.md why the change cannot reach the kernels

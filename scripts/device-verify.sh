@@ -3,8 +3,9 @@
 # with the 30 s concurrency stress), the untuned suite's programs checked
 # (`gpu_user`), the Python wheel's tests on PyTorch tensors (`python`: the
 # wheel in BIN_DIR installed with pip), the random-program batch, a fresh timed
-# search at every shape of the shipped H200 tuning cache (its result is the
-# new coda-llama/tuning/nvidia-h200.json), a search of the untuned suite
+# search at every shape of coda-llama's shipped searches, those of any GPU
+# (`bench/ship_tuning.py` makes its result this GPU's file in
+# coda-llama/tuning/), a search of the untuned suite
 # against the heuristic's choices (`heuristic`), `coda bench` with that cache, and
 # the training comparison (`train`: bench/train/run.sh with the wheel, its
 # variants TRAIN_VARIANTS, its arguments TRAIN_ARGS).
@@ -66,16 +67,17 @@ if part train && [[ -n "$wheel" ]]; then
 fi
 [[ -x "$bin/coda" ]] || exit 0
 if part tune; then
-# Each shipped program at each of its shapes (`--program NAME` picks the
-# program of that name alone).
-python3 - "$here/../coda-llama/tuning/nvidia-h200.json" "${TUNE_ONLY:-}" > "$out/tune-args.txt" <<'PY'
+# Each shipped program at each of its shapes in any GPU's file (`--program
+# NAME` picks the program of that name alone).
+python3 - "${TUNE_ONLY:-}" "$here"/../coda-llama/tuning/*.json > "$out/tune-args.txt" <<'PY'
 import json, sys
 from collections import defaultdict
-shapes = defaultdict(list)
-for e in json.load(open(sys.argv[1])):
-    name = e["program"].split("::")[1]
-    if sys.argv[2] in ("", name):
-        shapes[name].append(f"{e['m']},{e['n']},{e['k']}")
+shapes = defaultdict(dict)
+for path in sys.argv[2:]:
+    for e in json.load(open(path)):
+        name = e["program"].split("::")[1]
+        if sys.argv[1] in ("", name):
+            shapes[name][f"{e['m']},{e['n']},{e['k']}"] = None
 for p, s in shapes.items():
     print(p, " ".join(f"--shape {x}" for x in s))
 PY

@@ -33,14 +33,8 @@ pub fn run() -> Result<(), String> {
             }),
         );
         // Not a failure: every config runs; which is fastest was measured elsewhere.
-        if let Some(s) = gpu.ok().filter(|s| s.device_name() != coda_runtime::tune::FITTED_ON) {
-            println!(
-                "note  configs: the heuristic was fitted on an {} (and coda-llama's shipped searches run there); on \
-                 this {} run `coda tune --shape M,N,K` at your shapes or set CODA_TUNE=search (on an H100 the \
-                 heuristic's plain GEMM measured up to 1.16× cuBLASLt's at 8192-wide shapes: bench/NOTES.md, session 35)",
-                coda_runtime::tune::FITTED_ON,
-                s.device_name()
-            );
+        if let Some(note) = gpu.ok().and_then(|s| configs_note(s.device_name(), &shipped_gpus())) {
+            println!("note  configs: {note}");
         }
     }
     ok &= report(
@@ -61,4 +55,59 @@ pub fn run() -> Result<(), String> {
         cache.map(|p| p.display().to_string()).ok_or_else(|| "no location: set CODA_TUNE_CACHE or HOME".to_string()),
     );
     if ok { Ok(()) } else { Err("some checks failed (see above)".into()) }
+}
+
+/// The GPUs coda-llama ships searches for.
+fn shipped_gpus() -> Vec<String> {
+    let mut gpus: Vec<String> = coda_llama::SHIPPED_TUNING
+        .iter()
+        .flat_map(|text| serde_json::from_str::<Vec<coda_runtime::tune::Entry>>(text).unwrap_or_default())
+        .map(|e| e.gpu)
+        .collect();
+    gpus.sort();
+    gpus.dedup();
+    gpus
+}
+
+/// What `gpu` gets that was measured elsewhere: the heuristic's constants
+/// and coda-llama's shipped searches; `None` where both were measured on it.
+fn configs_note(gpu: &str, shipped: &[String]) -> Option<String> {
+    let fitted = coda_runtime::tune::FITTED_ON;
+    let searched = shipped.iter().any(|g| g == gpu);
+    if gpu == fitted && searched {
+        return None;
+    }
+    let mut elsewhere = vec![];
+    if gpu != fitted {
+        elsewhere.push(format!("the heuristic was fitted on an {fitted}"));
+    }
+    if !searched {
+        elsewhere.push(format!("coda-llama ships searches for {} only", shipped.join(", ")));
+    }
+    Some(format!(
+        "{} (this is an {gpu}): run `coda tune --shape M,N,K` at your shapes or set CODA_TUNE=search (on an H100 \
+         the heuristic's plain GEMM measured up to 1.16× cuBLASLt's at 8192-wide shapes: bench/NOTES.md, session 35)",
+        elsewhere.join(", and ")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The note says which of the two was measured elsewhere, and nothing
+    /// where both were measured on this GPU.
+    #[test]
+    fn configs_note_names_what_was_measured_elsewhere() {
+        let fitted = coda_runtime::tune::FITTED_ON;
+        assert!(shipped_gpus().iter().any(|g| g == fitted));
+        assert_eq!(configs_note(fitted, &shipped_gpus()), None);
+        let h100 = "NVIDIA H100 80GB HBM3";
+        let both = configs_note(h100, &[fitted.to_string()]).unwrap();
+        assert!(both.starts_with(&format!("the heuristic was fitted on an {fitted}, and coda-llama ships searches for {fitted} only")), "{both}");
+        let one = configs_note(h100, &[fitted.to_string(), h100.to_string()]).unwrap();
+        assert!(one.starts_with(&format!("the heuristic was fitted on an {fitted} (this is an {h100})")), "{one}");
+        let other = configs_note(fitted, &[h100.to_string()]).unwrap();
+        assert!(other.starts_with(&format!("coda-llama ships searches for {h100} only")), "{other}");
+    }
 }

@@ -416,16 +416,17 @@ impl<S: Storage> BlockState<S> {
     }
 }
 
-/// Registers the timed searches shipped for this crate's programs on an H200
-/// (`tuning/nvidia-h200.json`, bench/NOTES.md) with the tuner; entries count
-/// only where this build compiled the same source. The ops' states call it;
+/// Registers the timed searches shipped for this crate's programs
+/// ([`SHIPPED_TUNING`]) with the tuner; an entry counts on the GPU it was run
+/// on, where this build compiled the same source. The ops' states call it;
 /// call it yourself before launching [`programs`] directly.
 pub fn ship_tuning() -> Result<(), Error> {
-    coda_runtime::tune::ship(SHIPPED_TUNING)
+    SHIPPED_TUNING.iter().try_for_each(|&entries| coda_runtime::tune::ship(entries))
 }
 
-/// The shipped searches, as the tuning cache file holds them.
-pub const SHIPPED_TUNING: &str = include_str!("../tuning/nvidia-h200.json");
+/// The shipped searches, one file a GPU (`tuning/<gpu>.json`, as the tuning
+/// cache file holds them; bench/NOTES.md says how each was run).
+pub const SHIPPED_TUNING: &[&str] = include!(concat!(env!("OUT_DIR"), "/shipped_tuning.rs"));
 
 impl BlockConfig {
     /// Launches per forward: four fused GEMMs and two aux reductions, and
@@ -528,19 +529,25 @@ mod tests {
         }
     }
 
-    /// The shipped searches name this crate's programs on an H200, and each
-    /// carries the source key of a config this build compiles (they were run
-    /// on it), so all apply.
+    /// Each shipped file holds one GPU's searches of this crate's programs,
+    /// each entry carrying the source key of a config this build compiles
+    /// (they were run on it), so all apply; the H200's covers 72 shapes.
     #[test]
     fn shipped_tuning_applies_to_this_build() {
-        let entries: Vec<coda_runtime::tune::Entry> = serde_json::from_str(SHIPPED_TUNING).unwrap();
-        assert!(entries.iter().all(|e| e.gpu == "NVIDIA H200" && e.program.starts_with("coda-llama::")));
         let compiled = |e: &coda_runtime::tune::Entry| {
             programs::kernels().iter().any(|k| {
                 k.name() == e.program && k.variants().iter().any(|v| v.config().name() == e.config && v.key() == e.key)
             })
         };
-        assert_eq!((entries.len(), entries.iter().filter(|e| compiled(e)).count()), (72, 72));
+        let mut gpus = vec![];
+        for text in SHIPPED_TUNING {
+            let entries: Vec<coda_runtime::tune::Entry> = serde_json::from_str(text).unwrap();
+            let gpu = &entries[0].gpu;
+            assert!(entries.iter().all(|e| &e.gpu == gpu && e.program.starts_with("coda-llama::")), "{gpu}");
+            assert_eq!(entries.iter().filter(|e| compiled(e)).count(), entries.len(), "{gpu}");
+            gpus.push((gpu.clone(), entries.len()));
+        }
+        assert!(gpus.contains(&("NVIDIA H200".to_string(), 72)), "{gpus:?}");
         ship_tuning().unwrap();
         ship_tuning().unwrap();
     }

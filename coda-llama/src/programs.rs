@@ -2,7 +2,7 @@
 //! by this crate's build script. Own configs: what the timed search picked most
 //! at the block's and `coda bench`'s shapes on an H200 (bench/NOTES.md), mostly
 //! ping-pong 128×128 c1×2 (one warpgroup's epilogue hides under the other's
-//! mainloop); build.rs adds the other winners, `tuning/nvidia-h200.json` says where.
+//! mainloop); build.rs adds the other winners, the files in `tuning/` say where.
 
 use coda_runtime as coda;
 
