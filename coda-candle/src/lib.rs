@@ -358,7 +358,9 @@ pub struct QkNormSaved {
 /// `[M]` (token positions).
 pub fn block_forward(w: &BlockWeights, attn: &Tensor, x0: &Tensor, pos: &Tensor) -> Result<BlockForward> {
     let (rt, device) = runtime("attn", attn)?;
+    // The fields are public: checked before any width below is computed from them.
     let c = w.config;
+    c.check().map_err(coda)?;
     let (m, d, f) = (rows("attn", attn.dims())?, c.hidden, c.ffn);
     let weights = w.lock();
     let inputs = [lock("attn", attn), lock("x0", x0), lock("pos", pos)];
@@ -423,6 +425,7 @@ pub struct BlockGrads {
 pub fn block_backward(w: &BlockWeights, fwd: &BlockForward, attn: &Tensor, pos: &Tensor, dx2: &Tensor, dqkv: &Tensor) -> Result<BlockGrads> {
     let (rt, device) = runtime("x1", &fwd.x1)?;
     let c = w.config;
+    c.check().map_err(coda)?;
     let (m, d, f, aw, qw) = (rows("x1", fwd.x1.dims())?, c.hidden, c.ffn, c.attn_width(), c.qkv_width());
     // coda's backward checks these only as each launch reads them, by its
     // programs' names: check them here, before anything is launched.

@@ -260,8 +260,8 @@ struct Lowering {
     let_spans: Vec<(String, Span)>,
     /// The tile and schedule the program is lowered for (group sizes must divide its N).
     config: Config,
-    /// The group size of the first group reduction, and its line.
-    group: Option<(usize, usize)>,
+    /// The group size of the first group reduction, and its line and column.
+    group: Option<(usize, (usize, usize))>,
     /// Names whose definition failed (see [`POISONED`]).
     poisoned: std::collections::HashSet<String>,
     /// How deep [`Lowering::expr`] is in nested expressions.
@@ -310,10 +310,15 @@ impl Lowering {
         let mut w = Width::Uniform;
         for &id in ids {
             w = w.join(self.widths[id]).ok_or_else(|| {
+                let (x, y) = (w, self.widths[id]);
                 syn::Error::new(
                     span,
-                    "this mixes values of different widths: a half-width value (from `unpair`) \
-                     combines only with half-width values, row vectors, scalars and constants",
+                    format!(
+                        "this mixes values of different widths, {} with {}: half-width values combine only \
+                         with half-width values, row vectors, scalars and constants",
+                        width_desc(x),
+                        width_desc(y)
+                    ),
                 )
             })?;
         }
@@ -538,7 +543,7 @@ impl Lowering {
                     Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(i), .. }) => i.base10_parse::<usize>().ok().filter(|g| GROUP_SIZES.contains(g)),
                     _ => None,
                 }
-                .ok_or_else(|| syn::Error::new(args[1].span(), format!("the group size must be an integer literal: one of {sizes} columns")))?;
+                .ok_or_else(|| syn::Error::new(args[1].span(), format!("the group size must be one of {sizes} columns, as an integer literal")))?;
                 let tile_n = self.config.tile_n;
                 if tile_n % size != 0 {
                     return Err(syn::Error::new(
@@ -547,13 +552,16 @@ impl Lowering {
                     ));
                 }
                 match self.group {
-                    Some((first, line)) if first != size => {
+                    Some((first, (line, column))) if first != size => {
                         return Err(syn::Error::new(
                             args[1].span(),
-                            format!("a program reduces groups of one size: line {line} uses {first} columns (its epilogue subtile is one group wide)"),
+                            format!(
+                                "a program reduces groups of one size: the group reduction at {line}:{} uses {first} columns, this one {size} (its epilogue subtile is one group wide)",
+                                column + 1
+                            ),
                         ));
                     }
-                    _ => self.group = Some((size, span.start().line)),
+                    _ => self.group = Some((size, (span.start().line, span.start().column))),
                 }
                 Ok(Value::Elem(self.push(Op::Group(op, x, size), Width::Full, span)))
             }
@@ -587,6 +595,7 @@ fn check_shared_memory(
     let out_kinds: Vec<OutputKind> = outputs.iter().map(|o| o.kind).collect();
     let subtile = smem::subtile(config, group, &kinds, &out_kinds).fewest_load_stages(&kinds, &out_kinds);
     let (mut used, bytes) = smem::usage(&subtile, &kinds, &out_kinds);
+    let all = used + bytes.iter().sum::<usize>();
     let spans = input_spans.iter().map(|(_, s)| *s).chain(out_types.iter().map(|t| t.span()));
     let items = bytes.into_iter().zip(spans);
     for (bytes, span) in items {
@@ -595,11 +604,14 @@ fn check_shared_memory(
             return Err(syn::Error::new(
                 span,
                 format!(
-                    "too many TMA-staged tiles: with tile ({}, {}) the epilogue would take ~{} KB of shared memory, \
-                     leaving room for fewer than 2 mainloop stages of {} KB; use a smaller tile or fewer staged values (Tile and PerCol inputs, Tile outputs beyond the first, HalfTile and DoubleTile outputs)",
+                    "too many TMA-staged tiles: with tile ({}, {}) the epilogue's staged values up to this one take ~{} KB \
+                     of shared memory (all of them ~{} KB), leaving room for fewer than 2 mainloop stages of {} KB; \
+                     use a smaller tile or fewer staged values (Tile and PerCol inputs, Tile outputs beyond the first, \
+                     HalfTile and DoubleTile outputs; f32 ones take twice a bf16 one's room)",
                     config.tile_m,
                     config.tile_n,
                     used / 1024,
+                    all / 1024,
                     smem::mainloop_stage(config) / 1024
                 ),
             ));

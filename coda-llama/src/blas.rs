@@ -7,7 +7,7 @@ use cudarc::cublas::CudaBlas;
 use cudarc::driver::CudaStream;
 use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType};
 
-use coda_runtime::{AnyTensor, Element, Error, LaunchKind, Stream, TensorMut, TensorRef, bf16};
+use coda_runtime::{AnyTensor, Element, Error, LaunchKind, Span, Stream, TensorMut, TensorRef, bf16};
 
 /// A cuBLAS handle bound to one stream.
 pub struct Cublas {
@@ -130,9 +130,16 @@ impl Cublas {
         let op = |s: Stored| if s == Stored::Plain { cublasOperation_t::CUBLAS_OP_N } else { cublasOperation_t::CUBLAS_OP_T };
         let (alpha, beta) = (1.0f32, if accumulate { 1.0f32 } else { 0.0 });
         stream.cuda().context().bind_to_thread()?;
-        stream.count(LaunchKind::Blas);
+        let c_bytes = c.as_any().bytes();
         let ((pa, _ra), (pb, _rb), (pc, _wc)) = (a.read_ptr(stream), b.read_ptr(stream), c.write_ptr(stream));
-        // SAFETY: the shapes checked above bound every access; all three live on the handle's stream.
+        coda_runtime::check_disjoint(&[
+            Span { name: an, address: pa, bytes: a.bytes(), written: false },
+            Span { name: bn, address: pb, bytes: b.bytes(), written: false },
+            Span { name: "out", address: pc, bytes: c_bytes, written: true },
+        ])?;
+        stream.count(LaunchKind::Blas);
+        // SAFETY: the shapes checked above bound every access; all three live
+        // on the handle's stream; `out` overlaps neither operand.
         unsafe {
             cudarc::cublas::result::gemm_ex(
                 *self.blas.handle(),

@@ -152,9 +152,12 @@ impl HeadWeights {
 }
 
 impl<S: Storage> HeadWeights<S> {
-    /// `gamma` `[d]` and `w` `[V, d]`, V and d multiples of 8, else
-    /// [`Error::Arg`] naming the one at fault.
+    /// `gamma` `[d]` and `w` `[V, d]`, V and d multiples of 8, and `eps`
+    /// finite and > 0, else [`Error::Arg`] naming the one at fault.
     pub fn from_parts(gamma: S::Bf16, w: S::Bf16, eps: f32) -> Result<Self, Error> {
+        if !(eps.is_finite() && eps > 0.0) {
+            return Err(Error::arg("eps", format!("{eps} must be finite and > 0")));
+        }
         let d = match *gamma.dims() {
             [d] if d > 0 && d % 8 == 0 => d,
             _ => return Err(Error::arg("gamma", format!("shape {:?} must be [d], d a positive multiple of 8", gamma.dims()))),

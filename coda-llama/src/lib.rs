@@ -93,9 +93,11 @@ impl BlockConfig {
         rule("heads", self.heads > 0, "must be ≥ 1")?;
         rule("kv_heads", self.kv_heads > 0 && self.heads % self.kv_heads == 0, "must divide heads (GQA)")?;
         rule("heads", gemm_dim(self.qkv_width()), "(heads + 2 · kv_heads) · head_dim must be ≤ 2^31 − 1 (a GEMM dimension)")?;
-        rule("eps", self.eps > 0.0, "must be > 0")?;
+        rule("eps", self.eps.is_finite() && self.eps > 0.0, "must be finite and > 0")?;
         rule("qk_norm", !self.qk_norm || self.head_dim == 128, "needs head_dim = 128 (the epilogue normalises each head as one group of 128 columns)")?;
-        rule("rope_theta", self.rope_theta > 1.0, "must be > 1")
+        // An infinite θ would make every frequency past the first 0, which the
+        // programs read as a v column's (not rotated, not normalised).
+        rule("rope_theta", self.rope_theta.is_finite() && self.rope_theta > 1.0, "must be finite and > 1")
     }
 
     /// The RoPE frequency of every qkv output column: `θ^(−2i/head_dim)` for
@@ -517,6 +519,21 @@ mod tests {
         refused(BlockConfig { head_dim: 0, ..c }.rope_freq(), "head_dim", "positive multiple of 8");
         BlockConfig { qk_norm: true, ..c }.check().unwrap();
         refused(BlockConfig { qk_norm: true, head_dim: 64, ..c }.check(), "qk_norm", "needs head_dim = 128");
+    }
+
+    /// `eps` and `rope_theta` are finite: an infinite θ makes every pair's
+    /// frequency past the first 0, which the programs read as a v column's
+    /// (QK-norm would skip those columns without an error).
+    #[test]
+    fn config_scalars_are_finite() {
+        let c = llama_8b();
+        for eps in [0.0, -1e-5, f32::INFINITY, f32::NAN] {
+            refused(BlockConfig { eps, ..c }.check(), "eps", "must be finite and > 0");
+        }
+        for rope_theta in [1.0, f32::INFINITY, f32::NAN] {
+            refused(BlockConfig { rope_theta, ..c }.rope_freq(), "rope_theta", "must be finite and > 1");
+        }
+        assert!(c.rope_freq().unwrap()[..c.head_dim].iter().all(|&f| f > 0.0 && f.is_finite()));
     }
 
     /// Token counts are a GEMM's M: 1 to 2^31 − 1.

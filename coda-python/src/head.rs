@@ -7,7 +7,7 @@ use coda_runtime::{aux, bf16, AnyTensor, Error};
 use pyo3::prelude::*;
 
 use crate::block::import_all;
-use crate::{cublas, current_stream, raw, to_py};
+use crate::{cublas, current_stream, disjoint, raw, to_py};
 
 const STATE: [&str; 6] = ["u", "r", "lse", "target_logit", "loss", "mean"];
 const GRADS: [&str; 3] = ["dx", "dgamma", "dw"];
@@ -50,6 +50,7 @@ pub fn head_forward_backward(
     let st = import_all(py, "state", &STATE, &state, device, &on)?;
     let gr = import_all(py, "grads", &GRADS, &grads, device, &on)?;
     let ch = import_all(py, "chunk", &CHUNK, &chunk, device, &on)?;
+    disjoint(py, &[(&["gamma", "w", "x", "targets"], &inputs, false), (&STATE, &st, true), (&GRADS, &gr, true), (&CHUNK, &ch, true)])?;
     let run = || -> Result<(), Error> {
         let mut h = HeadWeights::<Borrowed>::from_parts(raw::<bf16>(&s, "gamma", &inputs[0])?, raw::<bf16>(&s, "w", &inputs[1])?, eps)?;
         let (cap, z_loss, label_smoothing) = loss;
@@ -86,6 +87,7 @@ pub fn head_scale_grads(
     let g = import_all(py, "dmean", &["dmean"], &[dmean], device, &on)?;
     let gr = import_all(py, "grads", &GRADS, &grads, device, &on)?;
     let out = import_all(py, "out", &SCALED, &out, device, &on)?;
+    disjoint(py, &[(&["dmean"], &g, false), (&GRADS, &gr, false), (&SCALED, &out, true)])?;
     let run = || -> Result<(), Error> {
         // Every argument checked, by its name, before the first launch.
         let g = raw::<f32>(&s, "dmean", &g[0])?;

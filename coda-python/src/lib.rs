@@ -17,11 +17,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 use coda_runtime::cudarc::driver::sys::{CUstreamCaptureStatus, cuStreamIsCapturing};
 use dlpark::ffi::{DLDevice, DLDeviceType};
 use dlpark::python::consumer::stream::{self as dlpack_stream, DlpackStream, StreamArg};
-use dlpark::DlpackElement;
+use dlpark::{DlpackElement, Managed, ManagedTensorBase};
 use dlpark::python::{ImportRequest, ImportedDlpack};
 use coda_runtime::dsl::ir::{BLayout, DType};
 use coda_llama::blas::Cublas;
-use coda_runtime::{AnyTensor, Choice, Element, Error, Kernel, Raster, RawTensor, Stream, TensorArg, bf16, tune};
+use coda_runtime::{AnyTensor, Choice, Element, Error, Kernel, Raster, RawTensor, Span, Stream, TensorArg, bf16, check_disjoint, tune};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -204,6 +204,34 @@ fn raw<'a, T: Element + DlpackElement>(stream: &Stream, name: &str, t: &'a Impor
         Error::Arg { name: what, rule } => Error::arg(name, format!("{what}: {rule}")),
         other => other,
     })
+}
+
+/// The device bytes of an imported tensor, dense as `raw` requires (`None`
+/// for one that is not a valid DLPack tensor: `raw` refuses it by name).
+fn span_of(t: &ImportedDlpack) -> Option<(u64, usize)> {
+    fn of<M: ManagedTensorBase>(m: &Managed<M>) -> Option<(u64, usize)> {
+        let t = m.validate().ok()?;
+        let count = t.shape().iter().try_fold(1usize, |n, &d| n.checked_mul(usize::try_from(d).ok()?))?;
+        let element = (t.dtype().bits as usize * t.dtype().lanes as usize).div_ceil(8);
+        Some(((t.data_ptr() as u64).checked_add(t.byte_offset())?, count.checked_mul(element)?))
+    }
+    match t {
+        ImportedDlpack::Legacy(m) => of(m),
+        ImportedDlpack::Versioned(m) => of(m),
+    }
+}
+
+/// The contract of [`RawTensor::new`] for the tensors of one call taken
+/// together: a tensor the call writes (in a group passed `true`) may overlap
+/// no other tensor of the call, since the op's launches write and read them
+/// in turn. Groups are `(names, tensors, written)`.
+pub(crate) fn disjoint(py: Python<'_>, groups: &[(&[&str], &[ImportedDlpack], bool)]) -> PyResult<()> {
+    let spans: Vec<Span> = groups
+        .iter()
+        .flat_map(|&(names, tensors, written)| names.iter().zip(tensors).map(move |(name, t)| (*name, t, written)))
+        .filter_map(|(name, t, written)| span_of(t).map(|(address, bytes)| Span { name, address, bytes, written }))
+        .collect();
+    check_disjoint(&spans).map_err(|e| to_py(py, e))
 }
 
 impl<'a> Raw<'a> {

@@ -161,6 +161,43 @@ class HeadOp(unittest.TestCase):
         self.assertEqual(e.exception.argument, "dw_out", str(e.exception))
         self.assertEqual(torch.count_nonzero(out[0]).item(), 0, "dx_out written before the refusal")
 
+    def test_overlapping_outputs_are_refused(self):
+        """A written tensor overlapping another tensor of the call is refused
+        by its name before anything runs (the kernels read and write through
+        restrict pointers, and an op's launches read what its earlier ones
+        wrote): ``dw_out`` over the first half of the f32 ``dw`` it is scaled
+        from, ``dx_out`` holding ``dmean``, and in the fused tail the
+        ``loss`` state inside ``dx``."""
+        kept = list(torch.ops.coda_rs.head_loss(self.x, self.targets, self.gamma, self.w, EPS, 256, 0.0, 0.0, 0.0)[1:])
+        dw_before = kept[2].clone()
+        dev, (v, d), m = kept[0].device.index, kept[2].shape, self.x.shape[0]
+        dmean = torch.ones(1, device="cuda")
+        out = [torch.zeros(k.shape, dtype=torch.bfloat16, device="cuda") for k in kept]
+
+        def refused(name, call):
+            with self.assertRaises(ArgumentError) as e:
+                call()
+            self.assertEqual(e.exception.argument, name, str(e.exception))
+            self.assertIn("overlaps", str(e.exception))
+            print(f"  {name}: {e.exception}")
+
+        over_dw = kept[2].view(-1).view(torch.bfloat16)[: v * d].view(v, d)
+        refused("dw_out", lambda: _coda.head_scale_grads(dev, dmean, kept, [out[0], out[1], over_dw]))
+        in_dx_out = out[0].view(-1).view(torch.float32)[:1]
+        refused("dx_out", lambda: _coda.head_scale_grads(dev, in_dx_out, kept, out))
+        self.assertTrue(torch.equal(kept[2], dw_before), "dw written before the refusal")
+        self.assertEqual(torch.count_nonzero(out[0]).item(), 0, "dx_out written before the refusal")
+
+        e = lambda *shape, dtype=torch.float32: torch.zeros(shape, dtype=dtype, device="cuda")  # noqa: E731
+        rows = _coda.head_buffer_rows(m, 256)
+        grads = [e(m, d, dtype=torch.bfloat16), e(d), e(v, d)]
+        loss_in_dx = grads[0].view(-1).view(torch.float32)[:m]
+        state = [e(m, d, dtype=torch.bfloat16), e(m), e(m), e(m), loss_in_dx, e(1)]
+        chunk = [e(rows, v, dtype=torch.bfloat16), e(rows, v, dtype=torch.bfloat16), e(rows, d, dtype=torch.bfloat16)]
+        args = (self.gamma, self.w, self.x, self.targets.to(torch.int32), state, grads, chunk)
+        refused("loss", lambda: _coda.head_forward_backward(dev, EPS, 256, (0.0, 0.0, 0.0), *args))
+        self.assertEqual(torch.count_nonzero(grads[0]).item(), 0, "dx written before the refusal")
+
     def test_every_target_ignored_gives_nan_as_pytorch(self):
         t = torch.full_like(self.targets, -100)
         ours = head_loss(self.x, t, self.gamma, self.w)

@@ -50,10 +50,17 @@ __device__ float sum_tiles(const float* __restrict__ p, bool in, int64_t pitch, 
 // This thread's output (row or column) of a block of kLanes × kWarps threads.
 __device__ int64_t output_index() { return int64_t(blockIdx.x) * kLanes + threadIdx.x; }
 
+// A pending error an earlier call on this thread left in the (static)
+// runtime is not this launch's: cleared before each launch, so the status
+// read after it is the launch's own (the GEMM launches do the same,
+// coda-runtime/src/kernel.rs).
+inline void clear_pending_error() { (void)cudaGetLastError(); }
+
 // A launch of one of the finishers above over `n` outputs.
 template <class... P, class... A>
 int launch_outputs(void (*kernel)(P...), int64_t n, void* stream, A... args) {
   if (stream == nullptr) return int(cudaErrorInvalidResourceHandle);
+  clear_pending_error();
   kernel<<<unsigned((n + kLanes - 1) / kLanes), dim3(kLanes, kWarps), 0, static_cast<cudaStream_t>(stream)>>>(args...);
   return int(cudaGetLastError());
 }
@@ -214,7 +221,8 @@ __global__ void cross_entropy_finish(const float* __restrict__ lse, const float*
     float l = 0.0f;
     if (valid) {
       float a = lse[row];
-      l = a - w_target * target_logit[row];
+      l = a;
+      if (w_target != 0.0f) l -= w_target * target_logit[row];
       if (w_sum != 0.0f) l -= w_sum * row_sum[row];
       if (w_lse_squared != 0.0f) l += w_lse_squared * a * a;
     }
@@ -276,6 +284,7 @@ extern "C" int coda_max_finish(const float* partials, int64_t n, int64_t pitch, 
 extern "C" int coda_max_all_finish(const float* partials, int64_t n, int64_t pitch, int64_t tiles, float* out,
                                    void* stream) {
   if (stream == nullptr) return int(cudaErrorInvalidResourceHandle);
+  clear_pending_error();
   max_all_finish<<<1, 1024, 0, static_cast<cudaStream_t>(stream)>>>(partials, n, pitch, tiles, out);
   return int(cudaGetLastError());
 }
@@ -283,6 +292,7 @@ extern "C" int coda_max_all_finish(const float* partials, int64_t n, int64_t pit
 extern "C" int coda_col_group_sum_finish(const float* partials, int64_t n_pad, int64_t m_tiles, int64_t first,
                                          int64_t groups, int64_t g, float* out, void* stream) {
   if (stream == nullptr) return int(cudaErrorInvalidResourceHandle);
+  clear_pending_error();
   col_group_sum_finish<<<blocks_for(g, 128), 128, 0, static_cast<cudaStream_t>(stream)>>>(partials, n_pad, m_tiles,
                                                                                           first, groups, g, out);
   return int(cudaGetLastError());
@@ -300,6 +310,7 @@ extern "C" int coda_scale_into(const void* src, int src_bf16, const float* g, vo
   const int blocks = wanted < 1 ? 1 : wanted > 4096 ? 4096 : int(wanted);
   auto s = static_cast<cudaStream_t>(stream);
   using B = __nv_bfloat16;
+  clear_pending_error();
   if (src_bf16 && dst_bf16)
     scale_into<<<blocks, 256, 0, s>>>(static_cast<const B*>(src), g, static_cast<B*>(dst), n, vec);
   else if (src_bf16)
@@ -314,6 +325,7 @@ extern "C" int coda_scale_into(const void* src, int src_bf16, const float* g, vo
 extern "C" int coda_repeat_two_bf16(const void* a, int64_t na, int64_t ta, const void* b, int64_t nb, int64_t tb,
                                     void* out, int64_t n, void* stream) {
   if (stream == nullptr) return int(cudaErrorInvalidResourceHandle);
+  clear_pending_error();
   repeat_two<<<blocks_for(n, 256), 256, 0, static_cast<cudaStream_t>(stream)>>>(
       static_cast<const __nv_bfloat16*>(a), na, ta, static_cast<const __nv_bfloat16*>(b), nb, tb,
       static_cast<__nv_bfloat16*>(out), n);
@@ -329,6 +341,7 @@ extern "C" int coda_cross_entropy_finish(const float* lse, const float* target_l
                                          const int32_t* target, int64_t m, int64_t n, float w_target, float w_sum,
                                          float w_lse_squared, float* loss, float* mean, void* stream) {
   if (stream == nullptr) return int(cudaErrorInvalidResourceHandle);
+  clear_pending_error();
   cross_entropy_finish<<<1, 1024, 0, static_cast<cudaStream_t>(stream)>>>(
       lse, target_logit, row_sum, target, m, n, w_target, w_sum, w_lse_squared, loss, mean);
   return int(cudaGetLastError());
@@ -336,6 +349,7 @@ extern "C" int coda_cross_entropy_finish(const float* lse, const float* target_l
 
 extern "C" int coda_cross_entropy_row_weights(const int32_t* target, int64_t m, int64_t n, float* w, void* stream) {
   if (stream == nullptr) return int(cudaErrorInvalidResourceHandle);
+  clear_pending_error();
   cross_entropy_row_weights<<<1, 1024, 0, static_cast<cudaStream_t>(stream)>>>(target, m, n, w);
   return int(cudaGetLastError());
 }

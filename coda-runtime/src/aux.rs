@@ -6,7 +6,7 @@
 
 use crate::partials::{ColMaxPartials, ColPartials, Kind, LsePartials, Maxima, Partials, RowMaxPartials, RowPartials};
 use crate::dsl::ir::{DType, Shape};
-use crate::{AnyTensor, Element, Error, Stream, Tensor, TensorMut, TensorRef, bf16};
+use crate::{AnyTensor, Element, Error, Span, Stream, Tensor, TensorMut, TensorRef, bf16, check_disjoint};
 
 fn len(t: &dyn AnyTensor) -> usize {
     t.dims().iter().product()
@@ -37,6 +37,13 @@ fn class_count(n_classes: usize) -> Result<i64, Error> {
     }
 }
 
+/// Refuses an output overlapping another argument, as launches do (the
+/// finishers' pointers are `__restrict__`); `(name, address, bytes, written)`.
+fn disjoint(args: &[(&str, u64, usize, bool)]) -> Result<(), Error> {
+    let spans: Vec<Span> = args.iter().map(|&(name, address, bytes, written)| Span { name, address, bytes, written }).collect();
+    check_disjoint(&spans)
+}
+
 fn launched(stream: &Stream, kernel: &'static str, code: i32) -> Result<(), Error> {
     stream.count(crate::stream::LaunchKind::Aux);
     if code == 0 { Ok(()) } else { Err(Error::Kernel { kernel, code, message: "CUDA launch error".into() }) }
@@ -62,11 +69,16 @@ pub fn rms_from_partials(stream: &Stream, partials: &RowPartials, d: usize, eps:
     if d == 0 {
         return Err(Error::arg("d", "the normalized width must be ≥ 1"));
     }
+    if !(eps.is_finite() && eps >= 0.0) {
+        return Err(Error::arg("eps", format!("{eps} must be finite and ≥ 0")));
+    }
     same_stream(stream, "partials", buf)?;
     same_stream(stream, "r", r.as_any())?;
     stream.cuda().context().bind_to_thread()?;
     let (n_tiles, m_pad) = tiles(buf);
+    let r_bytes = r.as_any().bytes();
     let ((p, _read), (o, _write)) = (buf.read_ptr(stream), r.write_ptr(stream));
+    disjoint(&[("partials", p, buf.bytes(), false), ("r", o, r_bytes, true)])?;
     // SAFETY: shapes checked above; the guards order both buffers after the enqueue.
     let code = unsafe {
         crate::ffi::coda_rms_finish(p as _, m as i64, m_pad, n_tiles, 1.0 / d as f32, eps, o as _, stream.raw())
@@ -81,7 +93,9 @@ pub fn row_sums(stream: &Stream, partials: &RowPartials, scale: f32, out: &mut d
     same_stream(stream, "out", out.as_any())?;
     stream.cuda().context().bind_to_thread()?;
     let (n_tiles, m_pad) = tiles(buf);
+    let out_bytes = out.as_any().bytes();
     let ((p, _read), (o, _write)) = (buf.read_ptr(stream), out.write_ptr(stream));
+    disjoint(&[("partials", p, buf.bytes(), false), ("out", o, out_bytes, true)])?;
     // SAFETY: shapes checked above.
     let code = unsafe { crate::ffi::coda_row_sum_finish(p as _, m as i64, m_pad, n_tiles, scale, o as _, stream.raw()) };
     launched(stream, "coda_row_sum_finish", code)
@@ -106,7 +120,9 @@ fn col_sums_into(stream: &Stream, partials: &ColPartials, out: &mut dyn TensorMu
     same_stream(stream, "out", out.as_any())?;
     stream.cuda().context().bind_to_thread()?;
     let (m_tiles, n_pad) = tiles(buf);
+    let out_bytes = out.as_any().bytes();
     let ((ptr, _read), (o, _write)) = (buf.read_ptr(stream), out.write_ptr(stream));
+    disjoint(&[("partials", ptr, buf.bytes(), false), ("out", o, out_bytes, true)])?;
     // SAFETY: shapes checked above.
     let code = unsafe {
         crate::ffi::coda_col_sum_finish(ptr as _, p.n as i64, n_pad, m_tiles, accumulate as i32, o as _, stream.raw())
@@ -125,7 +141,9 @@ fn maxima<K: Maxima>(stream: &Stream, partials: &Partials<K>, all: bool, out: &m
     same_stream(stream, "out", out.as_any())?;
     stream.cuda().context().bind_to_thread()?;
     let (tiles, pitch) = tiles(buf);
+    let out_bytes = out.as_any().bytes();
     let ((ptr, _read), (o, _write)) = (buf.read_ptr(stream), out.write_ptr(stream));
+    disjoint(&[("partials", ptr, buf.bytes(), false), ("out", o, out_bytes, true)])?;
     // SAFETY: the buffer is `[tiles, pitch]` with `n ≤ pitch` (its producer's
     // layout, checked by `written`); `out` is checked above.
     let (kernel, code) = unsafe {
@@ -177,7 +195,9 @@ pub fn col_sums_grouped(stream: &Stream, partials: &ColPartials, first: usize, g
     same_stream(stream, "out", out.as_any())?;
     stream.cuda().context().bind_to_thread()?;
     let (m_tiles, n_pad) = tiles(buf);
+    let out_bytes = out.as_any().bytes();
     let ((ptr, _read), (o, _write)) = (buf.read_ptr(stream), out.write_ptr(stream));
+    disjoint(&[("partials", ptr, buf.bytes(), false), ("out", o, out_bytes, true)])?;
     // SAFETY: every column read, `first + h·g + j < first + groups·g ≤ n ≤ n_pad`, is in the buffer (checked above).
     let code = unsafe {
         crate::ffi::coda_col_group_sum_finish(ptr as _, n_pad, m_tiles, first as i64, groups as i64, g as i64, o as _, stream.raw())
@@ -208,7 +228,9 @@ pub fn repeat_two(
         return Err(Error::arg("out", format!("[{n}] must hold {times_a} × {na} + {times_b} × {nb} elements")));
     }
     stream.cuda().context().bind_to_thread()?;
+    let out_bytes = out.as_any().bytes();
     let ((pa, _a), (pb, _b), (o, _o)) = (a.read_ptr(stream), b.read_ptr(stream), out.write_ptr(stream));
+    disjoint(&[("a", pa, a.bytes(), false), ("b", pb, b.bytes(), false), ("out", o, out_bytes, true)])?;
     // SAFETY: `na`, `nb` ≥ 1 (no division by zero) and every index read is below them; `out` is `[n]`.
     let code = unsafe {
         crate::ffi::coda_repeat_two_bf16(pa as _, na as i64, times_a as i64, pb as _, nb as i64, times_b as i64, o as _, n as i64, stream.raw())
@@ -219,9 +241,8 @@ pub fn repeat_two(
 /// `dst = src · g` element by element, in f32 and rounded once into `dst`'s
 /// type (bf16 or f32; `src` bf16 or f32); `g` is `[1]`, read on the device,
 /// so a loss's gradient scales gradients kept from the forward with no host
-/// synchronisation. `src` and `dst` have the same shape and, like `g`, do
-/// not overlap (as Rust's borrows of owned tensors ensure; borrowed memory,
-/// [`crate::RawTensor`], is the caller's to keep apart).
+/// synchronisation. `src` and `dst` have the same shape; `dst` overlapping
+/// `src` or `g` is refused.
 pub fn scale_into<S: Element, D: Element>(
     stream: &Stream,
     src: &dyn TensorRef<S>,
@@ -243,8 +264,11 @@ pub fn scale_into<S: Element, D: Element>(
     }
     let n = len(src);
     stream.cuda().context().bind_to_thread()?;
+    let dst_bytes = dst.as_any().bytes();
     let ((s, _s), (pg, _g), (d, _d)) = (src.read_ptr(stream), g.read_ptr(stream), dst.write_ptr(stream));
-    // SAFETY: `src` and `dst` hold `n` elements of the types passed; `g` one f32.
+    disjoint(&[("src", s, src.bytes(), false), ("g", pg, g.bytes(), false), ("dst", d, dst_bytes, true)])?;
+    // SAFETY: `src` and `dst` hold `n` elements of the types passed; `g` one
+    // f32; `dst` overlaps neither (checked above).
     let code = unsafe { crate::ffi::coda_scale_into(s as _, src_bf16, pg as _, d as _, dst_bf16, n as i64, stream.raw()) };
     launched(stream, "coda_scale_into", code)
 }
@@ -256,7 +280,9 @@ pub fn lse_from_partials(stream: &Stream, partials: &LsePartials, lse: &mut dyn 
     same_stream(stream, "lse", lse.as_any())?;
     stream.cuda().context().bind_to_thread()?;
     let (n_tiles, m_pad) = tiles(buf);
+    let lse_bytes = lse.as_any().bytes();
     let ((p, _read), (o, _write)) = (buf.read_ptr(stream), lse.write_ptr(stream));
+    disjoint(&[("partials", p, buf.bytes(), false), ("lse", o, lse_bytes, true)])?;
     // SAFETY: shapes checked above.
     let code = unsafe { crate::ffi::coda_lse_finish(p as _, m as i64, m_pad, n_tiles, o as _, stream.raw()) };
     launched(stream, "coda_lse_finish", code)
@@ -339,7 +365,17 @@ pub fn cross_entropy_loss_with(
     stream.cuda().context().bind_to_thread()?;
     let ((l, _l), (tl, _tl), (t, _t)) = (lse.read_ptr(stream), target_logit.read_ptr(stream), targets.read_ptr(stream));
     let (s, _s) = row_sum.map(|s| s.read_ptr(stream)).unzip();
+    let (loss_bytes, mean_bytes) = (loss.as_any().bytes(), mean.as_any().bytes());
     let ((lo, _lo), (me, _me)) = (loss.write_ptr(stream), mean.write_ptr(stream));
+    let mut args = vec![
+        ("lse", l, lse.bytes(), false),
+        ("target_logit", tl, target_logit.bytes(), false),
+        ("targets", t, targets.bytes(), false),
+        ("loss", lo, loss_bytes, true),
+        ("mean", me, mean_bytes, true),
+    ];
+    args.extend(s.zip(row_sum).map(|(p, r)| ("row_sum", p, r.bytes(), false)));
+    disjoint(&args)?;
     let LossTerms { target, sum, lse_squared } = terms;
     // SAFETY: every buffer is [M] (mean [1]), checked above; `row_sum` is
     // null exactly where its weight is 0 and the kernel does not read it.
@@ -376,7 +412,9 @@ pub fn cross_entropy_row_weights(stream: &Stream, targets: &dyn TensorRef<i32>, 
     same_stream(stream, "targets", targets)?;
     same_stream(stream, "w", w.as_any())?;
     stream.cuda().context().bind_to_thread()?;
+    let w_bytes = w.as_any().bytes();
     let ((t, _t), (o, _o)) = (targets.read_ptr(stream), w.write_ptr(stream));
+    disjoint(&[("targets", t, targets.bytes(), false), ("w", o, w_bytes, true)])?;
     // SAFETY: both buffers are [M], checked above.
     let code = unsafe { crate::ffi::coda_cross_entropy_row_weights(t as _, m as i64, n, o as _, stream.raw()) };
     launched(stream, "coda_cross_entropy_row_weights", code)

@@ -67,8 +67,10 @@ impl<'a, T: Element> RawTensor<'a, T> {
     /// address range of one allocation, and its last byte must be mapped.
     /// That catches foreign pointers and most overruns, not all: a caching
     /// allocator's range is its whole segment, which holds other tensors.
-    /// Other checks (16-byte alignment, outputs not aliasing inputs) come at
-    /// launch, as for every tensor.
+    /// Other checks (16-byte alignment, an output overlapping another
+    /// argument of the same launch or finisher) come at launch, as for every
+    /// tensor; an output overlapping a tensor of another launch of an op is
+    /// not seen there, which is why the safety contract below asks for it.
     ///
     /// # Safety
     /// The span holds `T`s. It stays allocated, and is neither reused nor

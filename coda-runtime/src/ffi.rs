@@ -35,6 +35,9 @@ impl GemmLaunch {
 }
 
 unsafe extern "C" {
+    /// The CUDA runtime's (the static one every CODA crate links): reads
+    /// and clears this thread's pending error.
+    pub fn cudaGetLastError() -> i32;
     pub fn coda_rms_finish(
         partials: *const f32,
         m: i64,

@@ -405,19 +405,39 @@ pub fn check_args(
             return Err(Error::arg(t.name, "was allocated on another stream; use tensors of the launch stream"));
         }
     }
-    let all: Vec<&ArgDesc> = [a, b].into_iter().chain(scales.iter().copied()).chain(tensors).collect();
-    for (i, t) in tensors.iter().enumerate().filter(|(i, _)| kernel.params[*i].output) {
-        for o in all.iter().filter(|o| !std::ptr::eq(**o, t)) {
-            let overlap = t.address < o.address + o.bytes as u64 && o.address < t.address + t.bytes as u64;
-            if overlap && t.bytes > 0 && o.bytes > 0 {
-                return Err(Error::arg(
-                    kernel.params[i].name,
-                    format!("output overlaps `{}`; outputs must not alias other arguments", o.name),
-                ));
-            }
+    let spans: Vec<Span> = [a, b]
+        .into_iter()
+        .chain(scales.iter().copied())
+        .chain(tensors)
+        .map(|t| Span { name: t.name, address: t.address, bytes: t.bytes, written: t.output })
+        .collect();
+    check_disjoint(&spans)?;
+    Ok(prob)
+}
+
+/// One argument's device bytes, as the aliasing rule ([`check_disjoint`]) sees them.
+#[derive(Clone, Copy, Debug)]
+pub struct Span<'a> {
+    pub name: &'a str,
+    pub address: u64,
+    pub bytes: usize,
+    /// Written by the launch (or by any launch of an op, for an op's arguments taken together).
+    pub written: bool,
+}
+
+/// Refuses a written argument whose bytes overlap another argument's:
+/// kernels read and write through `__restrict__` pointers, in no fixed
+/// order across threads, and an op's later launches read what its earlier
+/// ones wrote. Arguments that are only read may overlap; empty ones overlap
+/// nothing.
+pub fn check_disjoint(spans: &[Span]) -> Result<(), Error> {
+    let end = |s: &Span| s.address.saturating_add(s.bytes as u64);
+    for (i, w) in spans.iter().enumerate().filter(|(_, s)| s.written && s.bytes > 0) {
+        if let Some(o) = spans.iter().enumerate().find(|&(j, o)| j != i && o.bytes > 0 && w.address < end(o) && o.address < end(w)).map(|(_, o)| o) {
+            return Err(Error::arg(w.name, format!("output overlaps `{}`; outputs must not alias other arguments", o.name)));
         }
     }
-    Ok(prob)
+    Ok(())
 }
 
 /// What the checks read of one argument, copied so that the argument can
@@ -647,8 +667,15 @@ impl Kernel {
         let code = stream.with_workspace(need, |ptr, len| {
             launch.workspace = ptr as *mut c_void;
             launch.workspace_bytes = len;
-            // SAFETY: every pointer was checked above; the tensors are borrowed for this call.
-            unsafe { (variant.run)(&mut launch) }
+            // SAFETY: every pointer was checked above; the tensors are borrowed
+            // for this call. CUTLASS's run reads the runtime's pending error
+            // after launching: one an earlier call on this thread left in the
+            // (static) runtime is cleared first, so that it is not reported as
+            // this launch's, as the finishers do (`kernels/finishers.cu`).
+            unsafe {
+                crate::ffi::cudaGetLastError();
+                (variant.run)(&mut launch)
+            }
         })?;
         self.status(code, &launch)
     }

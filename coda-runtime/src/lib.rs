@@ -45,7 +45,7 @@ pub use error::Error;
 pub use half::bf16;
 /// The 8-bit float formats of FP8 operands and outputs (OCP e4m3fn, e5m2).
 pub use float8::{F8E4M3 as e4m3, F8E5M2 as e5m2};
-pub use kernel::{ArgDesc, Choice, Kernel, MAP_K, ParamInfo, Problem, Raster, Variant, check_args, gemm_problem, scale_dims};
+pub use kernel::{ArgDesc, Choice, Kernel, MAP_K, ParamInfo, Problem, Raster, Span, Variant, check_args, check_disjoint, gemm_problem, scale_dims};
 pub use partials::{ColMaxPartials, ColPartials, LsePartials, RowMaxPartials, RowPartials};
 pub use stream::{LaunchKind, Launches, PoolUsage, Stream};
 pub use tensor::{AnyTensor, AnyTensorMut, Element, RowSlices, Rows, RowsMut, Tensor, TensorArg, TensorMut, TensorRef};

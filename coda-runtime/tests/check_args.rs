@@ -5,7 +5,7 @@ use coda_runtime::dsl::ir::{BLayout, DType, OperandScale, Operands, Shape};
 use coda_runtime::ffi::GemmLaunch;
 use coda_runtime::dsl::ir::Config;
 use coda_runtime::dsl::work::Work;
-use coda_runtime::{ArgDesc, Error, Kernel, ParamInfo, Problem, Variant, check_args};
+use coda_runtime::{ArgDesc, Error, Kernel, ParamInfo, Problem, Span, Variant, check_args, check_disjoint};
 
 unsafe extern "C" fn never_run(_: *mut GemmLaunch) -> i32 {
     std::process::abort()
@@ -239,6 +239,33 @@ fn outputs_must_not_alias() {
     let mut c = valid();
     c.addrs[5] = c.addrs[4] + 64; // u overlaps h
     refused(&c, "h", "output overlaps `u`");
+}
+
+/// The rule the finishers and ops share: a written span overlapping any other
+/// is refused by its name; read spans may overlap, touching ones and empty
+/// ones do not overlap, and spans at the top of the address space do not wrap.
+#[test]
+fn written_spans_must_be_disjoint() {
+    let span = |name, address, bytes, written| Span { name, address, bytes, written };
+    let check = |spans: &[Span]| check_disjoint(spans).map_err(|e| match e {
+        Error::Arg { name, rule } => format!("{name}: {rule}"),
+        other => panic!("{other:?}"),
+    });
+    assert_eq!(check(&[span("a", 0x1000, 64, false), span("b", 0x1000, 64, false)]), Ok(()));
+    assert_eq!(check(&[span("a", 0x1000, 64, false), span("out", 0x1040, 64, true)]), Ok(()));
+    assert_eq!(check(&[span("out", 0x1000, 0, true), span("a", 0x1000, 64, false)]), Ok(()));
+    assert_eq!(check(&[span("a", 0x1000, 64, false), span("out", 0x1000, 0, true)]), Ok(()));
+    assert_eq!(
+        check(&[span("a", 0x1000, 64, false), span("out", 0x103f, 2, true)]),
+        Err("out: output overlaps `a`; outputs must not alias other arguments".into())
+    );
+    assert_eq!(
+        check(&[span("loss", 0x2000, 16, true), span("mean", 0x2008, 4, true)]),
+        Err("loss: output overlaps `mean`; outputs must not alias other arguments".into())
+    );
+    let top = u64::MAX - 15;
+    assert_eq!(check(&[span("out", top, 64, true), span("a", 0x1000, 64, false)]), Ok(()));
+    assert_eq!(check(&[span("out", top, 64, true), span("a", top + 8, 64, false)]).map_err(|e| e.contains("overlaps `a`")), Err(true));
 }
 
 /// With `b_layout = kn` the same problem takes `b` as `[K, N]`.
