@@ -331,13 +331,24 @@ impl Build {
             "CODA_JOBS",
             "CODA_CONFIGS",
             "CODA_CONFIG_PROGRAMS",
-        ] {
+        ]
+        .into_iter()
+        .chain(cache::COMPILER_ENV)
+        {
             cargo(format!("rerun-if-env-changed={var}"));
         }
+        // The toolchain's nvcc and the static CUDA runtime are the build
+        // machine's: another target would fail late, in the host compile or the link.
+        if let (Ok(target), Ok(host)) = (std::env::var("TARGET"), std::env::var("HOST"))
+            && target != host
+        {
+            return Err(format!("coda: cross-compiling to {target} is not supported: the CUDA toolchain and runtime CODA links are {host}'s"));
+        }
         let jobs = parallelism()?;
+        // Set but empty counts as unset, as CODA_CONFIG_PROGRAMS does.
         let from_env = match std::env::var("CODA_CONFIGS") {
-            Ok(v) => Some(ConfigSet::parse(&v).map_err(|e| format!("coda: CODA_CONFIGS: {e}"))?),
-            Err(_) => None,
+            Ok(v) if !v.trim().is_empty() => Some(ConfigSet::parse(&v).map_err(|e| format!("coda: CODA_CONFIGS: {e}"))?),
+            _ => None,
         };
         let only = match std::env::var("CODA_CONFIG_PROGRAMS") {
             Ok(v) if !v.trim().is_empty() => Some(v.split(',').map(|n| n.trim().to_string()).collect::<Vec<_>>()),
@@ -353,7 +364,14 @@ impl Build {
             };
             set.configs(p)
         };
-        let paths: Vec<PathBuf> = self.files.iter().map(|f| manifest_dir.join(f)).collect();
+        // A file listed twice (`src/p.rs` and `./src/p.rs`) is read once.
+        let mut paths: Vec<PathBuf> = vec![];
+        for path in self.files.iter().map(|f| manifest_dir.join(f)) {
+            let same = |p: &PathBuf| std::fs::canonicalize(p).ok().zip(std::fs::canonicalize(&path).ok()).is_some_and(|(a, b)| a == b);
+            if !paths.iter().any(same) {
+                paths.push(path);
+            }
+        }
         for path in &paths {
             cargo(format!("rerun-if-changed={}", path.display()));
         }
@@ -365,11 +383,30 @@ impl Build {
         if let Some(name) = unknown.first() {
             return Err(format!("coda: program_configs names `{name}`, which no listed file defines"));
         }
+        // Only the crate's own list: CODA_CONFIG_PROGRAMS reaches every
+        // crate's build script, each of which defines some of the names.
+        let defined = |name: &String| programs.iter().any(|(v, _)| v.first().is_some_and(|p| &p.name == name));
+        if let Some(name) = self.config_programs.iter().flatten().find(|n| !defined(n)) {
+            return Err(format!("coda: config_programs names `{name}`, which no listed file defines"));
+        }
 
         let tc = Toolchain::find_with(self.cuda_home.as_deref(), self.cutlass_home.as_deref(), |k| std::env::var_os(k))?;
         let headers = crate::templates::write(&out_dir.join("coda-include"))?;
-        let cache = self.cache_dir.clone().map_or_else(|| cache::default_dir(|k| std::env::var_os(k)), Ok)?;
-        std::fs::create_dir_all(&cache).map_err(|e| format!("coda: cannot create {}: {e}", cache.display()))?;
+        let shared = self.cache_dir.clone().map_or_else(|| cache::default_dir(|k| std::env::var_os(k)), Ok)?;
+        // A cache folder that cannot be written (a read-only home, a full
+        // disk) would fail every nvcc run on its `-o`: compile into OUT_DIR instead.
+        let cache = match cache::writable_dir(&shared) {
+            Ok(()) => shared,
+            Err(e) => {
+                cargo(format!("warning=coda: the kernel cache {} cannot be written ({e}); compiling without it", shared.display()));
+                let own = out_dir.join("coda-objects");
+                std::fs::create_dir_all(&own).map_err(|e| format!("coda: cannot create {}: {e}", own.display()))?;
+                own
+            }
+        };
+        for file in [tc.nvcc(), tc.cutlass_version_header()] {
+            cargo(format!("rerun-if-changed={}", file.display()));
+        }
         let toolchain = tc.version()?;
         // cc tells cargo about the variables it read (CXXFLAGS and the like) when metadata is on.
         let compiler = tc
@@ -380,7 +417,8 @@ impl Build {
             .try_get_compiler()
             .map_err(|e| format!("coda: cannot set up nvcc: {e}"))?;
         let trees: Vec<PathBuf> = std::iter::once(headers).chain(tc.include_dirs()).collect();
-        let fingerprint = cache::fingerprint(&command_line(&compiler.to_command()), &trees, tc.nvcc_version_text())?;
+        let env = cache::compiler_env(|k| std::env::var_os(k));
+        let fingerprint = cache::fingerprint(&command_line(&compiler.to_command()), &trees, tc.nvcc_version_text(), &env)?;
 
         let gen_dir = out_dir.join("coda-gen");
         std::fs::create_dir_all(&gen_dir).map_err(|e| format!("coda: cannot create {}: {e}", gen_dir.display()))?;
@@ -485,6 +523,7 @@ impl Build {
             cache::write_atomic(&gen_dir.join(format!("{name}.rs")), table)?;
             report.dropped.extend(dropped.into_iter().map(|(c, why)| (name.clone(), c, why)));
         }
+        remove_stale(&gen_dir, &programs.iter().map(|(v, _)| v[0].name.as_str()).collect::<Vec<_>>())?;
         report.kernels.sort_by(|a, b| a.name.cmp(&b.name));
         archive(&out_dir, lib_name, &report, self.cargo_metadata)?;
         cargo(format!("rustc-link-search=native={}", out_dir.display()));
@@ -499,6 +538,24 @@ impl Build {
         ));
         Ok(report)
     }
+}
+
+/// Removes what an earlier build generated in `gen_dir` for programs no
+/// listed file defines now: a table left there would let the macro find a
+/// program whose kernels are no longer linked (an undefined symbol at link
+/// time instead of the macro's "no compiled kernel" error).
+pub fn remove_stale(gen_dir: &Path, programs: &[&str]) -> Result<(), String> {
+    let entries = std::fs::read_dir(gen_dir).map_err(|e| format!("coda: cannot read {}: {e}", gen_dir.display()))?;
+    for path in entries.filter_map(|e| e.ok().map(|e| e.path())) {
+        let Some(stem) = path.file_stem().and_then(|s| s.to_str()) else { continue };
+        // `<program>.rs`, `<program>.cu`, or `<program>__<config>.cu` (no program name has `__`).
+        let program = stem.split_once("__").map_or(stem, |(p, _)| p);
+        let generated = matches!(path.extension().and_then(|e| e.to_str()), Some("rs" | "cu"));
+        if generated && !programs.contains(&program) {
+            std::fs::remove_file(&path).map_err(|e| format!("coda: cannot remove {}: {e}", path.display()))?;
+        }
+    }
+    Ok(())
 }
 
 /// Lowers the `#[epilogue]` programs of `paths`, with every error of every
@@ -645,13 +702,21 @@ fn command_line(cmd: &Command) -> Vec<OsString> {
 /// from the cache or by running nvcc; and whether nvcc ran.
 fn compile_cached(compiler: &cc::Tool, cu: &Path, obj: &Path, tags: &[&str]) -> Result<(bool, Vec<String>), String> {
     let summary_path = obj.with_extension("ptxas");
-    if obj.is_file() {
-        if let Ok(summary) = std::fs::read_to_string(&summary_path) {
-            let lines: Vec<String> = summary.lines().map(str::to_string).collect();
-            if lines.len() == tags.len() {
-                return Ok((false, lines));
-            }
-        }
+    let cached = || -> Option<Vec<String>> {
+        let lines: Vec<String> = std::fs::read_to_string(&summary_path).ok()?.lines().map(str::to_string).collect();
+        (obj.is_file() && lines.len() == tags.len()).then_some(lines)
+    };
+    if let Some(lines) = cached() {
+        return Ok((false, lines));
+    }
+    // Another build compiling this object (a second target directory, an
+    // IDE's check) holds its lock: wait, then take what it stored, rather
+    // than run nvcc for it again. The OS releases a lock whose process died.
+    let lock_path = obj.with_extension("lock");
+    let lock = std::fs::File::create(&lock_path).map_err(|e| format!("coda: cannot create {}: {e}", lock_path.display()))?;
+    lock.lock().map_err(|e| format!("coda: cannot lock {}: {e}", lock_path.display()))?;
+    if let Some(lines) = cached() {
+        return Ok((false, lines));
     }
     let tmp = cache::temp_path(obj);
     let mut cmd = compiler.to_command();

@@ -53,7 +53,11 @@ pub fn tree_hash(dir: &Path) -> Result<String, String> {
 /// the user's home by default, and a key that changed with it would retire
 /// the shipped tuning caches, which name kernels by key, for every user but
 /// the one who searched them.
-pub fn fingerprint(command: &[OsString], trees: &[PathBuf], nvcc_version: &str) -> Result<String, String> {
+///
+/// `env`: the variables nvcc and the host compiler read besides their
+/// arguments ([`COMPILER_ENV`]), those set (`NVCC_APPEND_FLAGS=-G` changes
+/// the object as a flag would); with none set the key is as without them.
+pub fn fingerprint(command: &[OsString], trees: &[PathBuf], nvcc_version: &str, env: &[(String, String)]) -> Result<String, String> {
     let hashes = trees
         .iter()
         .map(|t| Ok((t.to_string_lossy().into_owned(), tree_hash(t)?)))
@@ -69,7 +73,33 @@ pub fn fingerprint(command: &[OsString], trees: &[PathBuf], nvcc_version: &str) 
         h.update([0]);
     }
     h.update(nvcc_version.as_bytes());
+    for (name, value) in env {
+        h.update([0]);
+        h.update(format!("{name}={value}").as_bytes());
+    }
     Ok(format!("{:x}", h.finalize()))
+}
+
+/// Variables that change what nvcc or its host compiler produce without
+/// appearing in the command line.
+pub const COMPILER_ENV: [&str; 8] =
+    ["NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS", "NVCC_CCBIN", "CPATH", "CPLUS_INCLUDE_PATH", "C_INCLUDE_PATH", "GCC_EXEC_PREFIX", "COMPILER_PATH"];
+
+/// The [`COMPILER_ENV`] variables set to something, as `var` reads them.
+pub fn compiler_env(var: impl Fn(&str) -> Option<OsString>) -> Vec<(String, String)> {
+    COMPILER_ENV
+        .iter()
+        .filter_map(|name| var(name).filter(|v| !v.is_empty()).map(|v| (name.to_string(), v.to_string_lossy().into_owned())))
+        .collect()
+}
+
+/// Creates `dir` if needed and checks that a file can be written in it.
+pub fn writable_dir(dir: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    let probe = temp_path(&dir.join("write-probe"));
+    let written = std::fs::write(&probe, b"").map_err(|e| e.to_string());
+    let _ = std::fs::remove_file(&probe);
+    written
 }
 
 /// The cache key of one generated source under a [`fingerprint`].

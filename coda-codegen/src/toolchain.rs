@@ -211,6 +211,11 @@ impl Toolchain {
         self.cuda_home.join("bin/nvcc")
     }
 
+    /// CUTLASS's version header: an install upgraded in place changes it.
+    pub fn cutlass_version_header(&self) -> PathBuf {
+        self.cutlass_home.join("include/cutlass/version.h")
+    }
+
     pub fn lib_dir(&self) -> PathBuf {
         self.cuda_home.join("lib")
     }

@@ -165,17 +165,42 @@ fn a_program_name_used_twice_is_an_error_at_the_second() {
 /// would otherwise quietly lose them.
 #[test]
 fn program_configs_of_an_unknown_program_are_an_error() {
-    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("nvcc-test-unknown-program");
+    let err = one_program("nvcc-test-unknown-program").program_configs("q", coda_codegen::ConfigSet::All).try_compile("p").unwrap_err();
+    assert!(err.contains("program_configs names `q`, which no listed file defines"), "{err}");
+}
+
+/// The build of a file holding one program `p`, in `test`'s folder.
+fn one_program(test: &str) -> coda_codegen::Build {
+    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(test);
     std::fs::create_dir_all(&tmp).unwrap();
     std::fs::write(tmp.join("p.rs"), "#[coda::epilogue]\nfn p(acc: Acc) -> Tile<bf16> {\n    let y = acc;\n    y\n}\n").unwrap();
-    let err = coda_codegen::epilogues(["p.rs"])
+    let mut b = coda_codegen::epilogues(["p.rs"]);
+    b.manifest_dir(&tmp).out_dir(&tmp).package("p").version("0.1.0").cargo_metadata(false);
+    b
+}
+
+/// A file listed twice (under two spellings of its path) is read once: its
+/// programs are not "defined twice", and each error is reported once.
+#[test]
+fn a_file_listed_twice_is_read_once() {
+    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("nvcc-test-listed-twice");
+    std::fs::create_dir_all(&tmp).unwrap();
+    std::fs::write(tmp.join("bad.rs"), "#[coda::epilogue]\nfn p(acc: Acc) -> Tile<bf16> {\n    let y = mish(acc);\n    y\n}\n").unwrap();
+    let err = coda_codegen::epilogues(["bad.rs", "./bad.rs"])
         .manifest_dir(&tmp)
         .out_dir(&tmp)
-        .package("p")
+        .package("bad")
         .version("0.1.0")
         .cargo_metadata(false)
-        .program_configs("q", coda_codegen::ConfigSet::All)
-        .try_compile("p")
+        .try_compile("bad")
         .unwrap_err();
-    assert!(err.contains("program_configs names `q`, which no listed file defines"), "{err}");
+    assert!(!err.contains("defined twice"), "{err}");
+    assert_eq!(err.matches("unknown function `mish`").count(), 1, "{err}");
+}
+
+/// `config_programs` must name programs of the files, as `program_configs` must.
+#[test]
+fn config_programs_of_an_unknown_program_are_an_error() {
+    let err = one_program("nvcc-test-unknown-config-program").config_programs(["q"]).try_compile("p").unwrap_err();
+    assert!(err.contains("config_programs names `q`, which no listed file defines"), "{err}");
 }

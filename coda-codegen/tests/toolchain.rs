@@ -157,13 +157,20 @@ fn the_cache_key_covers_command_headers_and_nvcc() {
         c.extend(extra.iter().map(OsString::from));
         c
     };
-    let fingerprint = |cmd: &[OsString], trees: &[PathBuf], nvcc: &str| cache::fingerprint(cmd, trees, nvcc).unwrap();
+    let fingerprint = |cmd: &[OsString], trees: &[PathBuf], nvcc: &str| cache::fingerprint(cmd, trees, nvcc, &[]).unwrap();
     let base = fingerprint(&command(&[]), &trees, "release 13.0, V13.0.88");
     assert_eq!(base, fingerprint(&command(&[]), &trees, "release 13.0, V13.0.88"));
     // CXXFLAGS and the like reach the key as arguments of the command.
     assert_ne!(base, fingerprint(&command(&["-DFROM_CXXFLAGS"]), &trees, "release 13.0, V13.0.88"));
     assert_ne!(base, fingerprint(&command(&[]), &trees, "release 13.0, V13.0.89"));
     assert_ne!(cache::key(&base, "a"), cache::key(&base, "b"));
+    // Flags nvcc takes from its environment reach the key only where set.
+    let env = |pairs: &[(&str, &str)]| cache::compiler_env(|k| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| OsString::from(v)));
+    assert_eq!(env(&[("NVCC_APPEND_FLAGS", ""), ("PATH", "/bin")]), vec![]);
+    let debug = env(&[("NVCC_APPEND_FLAGS", "-G")]);
+    assert_eq!(debug, vec![("NVCC_APPEND_FLAGS".to_string(), "-G".to_string())]);
+    assert_eq!(base, cache::fingerprint(&command(&[]), &trees, "release 13.0, V13.0.88", &[]).unwrap());
+    assert_ne!(base, cache::fingerprint(&command(&[]), &trees, "release 13.0, V13.0.88", &debug).unwrap());
     // One CUTLASS header changes.
     write(&cutlass.join("tools/util/include/cutlass/util/packed_stride.hpp"), "#pragma once\n// changed\n");
     let changed = fingerprint(&command(&[]), &trees, "release 13.0, V13.0.88");
@@ -190,6 +197,32 @@ fn writes_go_through_unique_temporary_names() {
     cache::write_atomic(&path, "two").unwrap();
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "two");
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "no temporary file is left");
+}
+
+/// A program no listed file defines any longer loses its generated table and
+/// sources (else the macro would find the table of kernels no longer linked);
+/// the listed programs' files, split configs included, and other files stay.
+#[test]
+fn generated_files_of_programs_gone_are_removed() {
+    let dir = scratch("stale");
+    for f in ["kept.rs", "kept.cu", "kept__pp_128x128_c1x2.cu", "gone.rs", "gone__coop_128x256_c1x1.cu", "notes.txt"] {
+        write(&dir.join(f), "");
+    }
+    coda_codegen::build::remove_stale(&dir, &["kept"]).unwrap();
+    let mut left: Vec<String> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    left.sort();
+    assert_eq!(left, ["kept.cu", "kept.rs", "kept__pp_128x128_c1x2.cu", "notes.txt"]);
+}
+
+/// A cache folder that cannot be written is found before any nvcc run.
+#[test]
+fn an_unwritable_cache_is_found_up_front() {
+    let dir = scratch("writable");
+    cache::writable_dir(&dir.join("made/here")).unwrap();
+    assert!(dir.join("made/here").is_dir() && std::fs::read_dir(dir.join("made/here")).unwrap().next().is_none(), "the probe is removed");
+    let file = dir.join("a-file");
+    write(&file, "");
+    assert!(cache::writable_dir(&file.join("below")).is_err());
 }
 
 #[test]

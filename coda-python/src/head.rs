@@ -3,12 +3,14 @@
 //! without the `M × V` logits) on PyTorch tensors, borrowed through DLPack.
 
 use coda_llama::{Borrowed, HeadBackwardState, HeadGrads, HeadLoss, HeadState, HeadWeights};
-use coda_runtime::{aux, bf16, AnyTensor, Error};
+use coda_runtime::{aux, bf16, AnyTensor, Error, RawTensor};
+use dlpark::python::ImportedDlpack;
 use pyo3::prelude::*;
 
 use crate::block::import_all;
-use crate::{cublas, current_stream, disjoint, raw, to_py};
+use crate::{Current, cublas, current_stream, disjoint, raw, to_py};
 
+const INPUTS: [&str; 4] = ["gamma", "w", "x", "targets"];
 const STATE: [&str; 6] = ["u", "r", "lse", "target_logit", "loss", "mean"];
 const GRADS: [&str; 3] = ["dx", "dgamma", "dw"];
 const CHUNK: [&str; 3] = ["logits", "dlogits", "xg"];
@@ -44,26 +46,75 @@ pub fn head_forward_backward(
     grads: Vec<Bound<'_, PyAny>>,
     chunk: Vec<Bound<'_, PyAny>>,
 ) -> PyResult<()> {
-    let on = current_stream(py, device)?;
-    let s = on.stream.clone();
-    let inputs = import_all(py, "inputs", &["gamma", "w", "x", "targets"], &[gamma, w, x, targets], device, &on)?;
-    let st = import_all(py, "state", &STATE, &state, device, &on)?;
-    let gr = import_all(py, "grads", &GRADS, &grads, device, &on)?;
-    let ch = import_all(py, "chunk", &CHUNK, &chunk, device, &on)?;
-    disjoint(py, &[(&["gamma", "w", "x", "targets"], &inputs, false), (&STATE, &st, true), (&GRADS, &gr, true), (&CHUNK, &ch, true)])?;
+    let fwd = Forward::import(py, device, [gamma, w, x, targets], &state)?;
+    let s = fwd.on.stream.clone();
+    let gr = import_all(py, "grads", &GRADS, &grads, device, &fwd.on)?;
+    let ch = import_all(py, "chunk", &CHUNK, &chunk, device, &fwd.on)?;
+    disjoint(py, &[(&INPUTS, &fwd.inputs, false), (&STATE, &fwd.state, true), (&GRADS, &gr, true), (&CHUNK, &ch, true)])?;
     let run = || -> Result<(), Error> {
-        let mut h = HeadWeights::<Borrowed>::from_parts(raw::<bf16>(&s, "gamma", &inputs[0])?, raw::<bf16>(&s, "w", &inputs[1])?, eps)?;
-        let (cap, z_loss, label_smoothing) = loss;
-        h.loss = HeadLoss { softcap: (cap != 0.0).then_some(cap), z_loss, label_smoothing };
-        let x = raw::<bf16>(&s, "x", &inputs[2])?;
-        let targets = raw::<i32>(&s, "targets", &inputs[3])?;
-        let f = |i: usize| raw::<f32>(&s, STATE[i], &st[i]);
-        let mut fs = HeadState::<Borrowed>::from_parts(&h, raw::<bf16>(&s, "u", &st[0])?, f(1)?, f(2)?, f(3)?, f(4)?, f(5)?)?;
+        let (h, x, targets, mut fs) = fwd.parts(eps, loss)?;
         let f = |i: usize| raw::<f32>(&s, GRADS[i], &gr[i]);
         let mut g = HeadGrads::<Borrowed>::from_parts(&h, raw::<bf16>(&s, "dx", &gr[0])?, f(1)?, f(2)?)?;
         let b = |i: usize| raw::<bf16>(&s, CHUNK[i], &ch[i]);
         let mut bs = HeadBackwardState::<Borrowed>::from_parts(&s, &h, fs.tokens, chunk_rows, cublas(&s)?, b(0)?, b(1)?, b(2)?)?;
         coda_llama::head_forward_backward(&s, &h, &x, &targets, &mut fs, &mut bs, &mut g)
+    };
+    run().map_err(|e| to_py(py, e))
+}
+
+/// What both tail calls take for the forward: the current stream, the
+/// imported [`INPUTS`] and [`STATE`].
+struct Forward<'py> {
+    on: Current<'py>,
+    inputs: Vec<ImportedDlpack>,
+    state: Vec<ImportedDlpack>,
+}
+
+/// The head's weights, `x`, `targets` and the forward's state, borrowed.
+type Parts<'a> = (HeadWeights<Borrowed<'a>>, RawTensor<'a, bf16>, RawTensor<'a, i32>, HeadState<Borrowed<'a>>);
+
+impl<'py> Forward<'py> {
+    fn import(py: Python<'py>, device: usize, inputs: [Bound<'py, PyAny>; 4], state: &[Bound<'py, PyAny>]) -> PyResult<Forward<'py>> {
+        let on = current_stream(py, device)?;
+        let inputs = import_all(py, "inputs", &INPUTS, &inputs, device, &on)?;
+        let state = import_all(py, "state", &STATE, state, device, &on)?;
+        Ok(Forward { on, inputs, state })
+    }
+
+    fn parts(&self, eps: f32, loss: (f32, f32, f32)) -> Result<Parts<'_>, Error> {
+        let (s, i) = (&*self.on.stream, &self.inputs);
+        let mut h = HeadWeights::<Borrowed>::from_parts(raw::<bf16>(s, "gamma", &i[0])?, raw::<bf16>(s, "w", &i[1])?, eps)?;
+        let (cap, z_loss, label_smoothing) = loss;
+        h.loss = HeadLoss { softcap: (cap != 0.0).then_some(cap), z_loss, label_smoothing };
+        let (x, targets) = (raw::<bf16>(s, "x", &i[2])?, raw::<i32>(s, "targets", &i[3])?);
+        let f = |k: usize| raw::<f32>(s, STATE[k], &self.state[k]);
+        let st = HeadState::<Borrowed>::from_parts(&h, raw::<bf16>(s, "u", &self.state[0])?, f(1)?, f(2)?, f(3)?, f(4)?, f(5)?)?;
+        Ok((h, x, targets, st))
+    }
+}
+
+/// The tail's forward alone (`coda_llama::head_forward`: one fused GEMM over
+/// all rows, no chunk buffers, no gradients) on PyTorch's current stream of
+/// `device`, for a loss nothing differentiates (evaluation, `torch.no_grad`):
+/// `state` (written) in [`STATE`]'s order.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub fn head_forward(
+    py: Python<'_>,
+    device: usize,
+    eps: f32,
+    loss: (f32, f32, f32),
+    gamma: Bound<'_, PyAny>,
+    w: Bound<'_, PyAny>,
+    x: Bound<'_, PyAny>,
+    targets: Bound<'_, PyAny>,
+    state: Vec<Bound<'_, PyAny>>,
+) -> PyResult<()> {
+    let fwd = Forward::import(py, device, [gamma, w, x, targets], &state)?;
+    disjoint(py, &[(&INPUTS, &fwd.inputs, false), (&STATE, &fwd.state, true)])?;
+    let run = || -> Result<(), Error> {
+        let (h, x, targets, mut fs) = fwd.parts(eps, loss)?;
+        coda_llama::head_forward(&fwd.on.stream, &h, &x, &targets, &mut fs)
     };
     run().map_err(|e| to_py(py, e))
 }

@@ -206,14 +206,24 @@ fn raw<'a, T: Element + DlpackElement>(stream: &Stream, name: &str, t: &'a Impor
     })
 }
 
-/// The device bytes of an imported tensor, dense as `raw` requires (`None`
-/// for one that is not a valid DLPack tensor: `raw` refuses it by name).
+/// The device bytes an imported tensor reaches, from its strides (a
+/// broadcast `expand` reaches fewer than its elements; `raw` refuses what is
+/// not dense, by name, after this); `None` for one that is not a valid
+/// DLPack tensor, which `raw` refuses too.
 fn span_of(t: &ImportedDlpack) -> Option<(u64, usize)> {
     fn of<M: ManagedTensorBase>(m: &Managed<M>) -> Option<(u64, usize)> {
         let t = m.validate().ok()?;
-        let count = t.shape().iter().try_fold(1usize, |n, &d| n.checked_mul(usize::try_from(d).ok()?))?;
         let element = (t.dtype().bits as usize * t.dtype().lanes as usize).div_ceil(8);
-        Some(((t.data_ptr() as u64).checked_add(t.byte_offset())?, count.checked_mul(element)?))
+        let start = (t.data_ptr() as u64).checked_add(t.byte_offset())?;
+        let strides = t.strides_or_compact().ok()?;
+        let mut last = 0usize; // the farthest element's index
+        for (&d, &s) in t.shape().iter().zip(strides.iter()) {
+            match usize::try_from(d).ok()? {
+                0 => return Some((start, 0)),
+                d => last = last.checked_add((d - 1).checked_mul(usize::try_from(s.unsigned_abs()).ok()?)?)?,
+            }
+        }
+        Some((start, last.checked_add(1)?.checked_mul(element)?))
     }
     match t {
         ImportedDlpack::Legacy(m) => of(m),
@@ -590,6 +600,7 @@ fn _coda(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(reset_pool_peak, m)?)?;
     m.add_function(wrap_pyfunction!(block::block_check, m)?)?;
     m.add_function(wrap_pyfunction!(head::head_forward_backward, m)?)?;
+    m.add_function(wrap_pyfunction!(head::head_forward, m)?)?;
     m.add_function(wrap_pyfunction!(head::head_buffer_rows, m)?)?;
     m.add_function(wrap_pyfunction!(head::head_scale_grads, m)?)?;
     m.add_function(wrap_pyfunction!(block::block_rope_freq, m)?)?;

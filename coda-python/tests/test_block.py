@@ -154,6 +154,39 @@ class BlockOp(unittest.TestCase):
         self.assertTrue(torch.equal(blk.w_qkv[-c.kv_heads * hd:], ck["wv"]))
         self.assertTrue(torch.equal(blk.w_qkv[:hd].sort(0).values, ck["wq"][:hd].sort(0).values))
 
+    def test_from_checkpoint_refuses_a_weight_of_another_shape(self):
+        c = self.c
+        d, f, hd = c.hidden, c.ffn, c.head_dim
+        z = lambda *s: torch.zeros(*s, device="cuda", dtype=torch.bfloat16)  # noqa: E731
+        ck = dict(wo=z(d, c.heads * hd), gamma1=z(d), gate=z(f, d), up=z(f, d), down=z(d, f), gamma2=z(d),
+                  wq=z(c.heads * hd, d), wk=z(c.kv_heads * hd, d), wv=z(c.kv_heads * hd, d))
+        if c.qk_norm:
+            ck.update(q_norm=z(hd), k_norm=z(hd))
+        for name, bad in (("down", z(d, f + 8)), ("gamma2", z(d + 8)), ("gate", z(f + 8, d))):
+            changed = dict(ck, **{name: bad})
+            if name == "gate":
+                changed["up"] = z(f + 8, d)
+            with self.assertRaises(ArgumentError) as e:
+                Block.from_checkpoint(c, **changed)
+            self.assertEqual(e.exception.argument, name, str(e.exception))
+
+    def test_config_fields_of_another_type_are_refused_by_name(self):
+        for field, value in (("hidden", -8), ("hidden", 4096.0), ("heads", True), ("eps", "1e-5"), ("qk_norm", 1)):
+            args = dict(hidden=256, ffn=512, heads=2, kv_heads=1, head_dim=128)
+            args[field] = value
+            with self.subTest(field=field, value=value), self.assertRaises(ArgumentError) as e:
+                BlockConfig(**args)
+            self.assertEqual(e.exception.argument, field, str(e.exception))
+
+    def test_a_cast_module_keeps_f32_frequencies(self):
+        """``.bfloat16()`` (or FSDP's buffer dtype) casts floating buffers; the
+        RoPE frequencies stay f32 and exact, so the cast block still runs."""
+        blk = Block(self.c, device="cuda").bfloat16()
+        self.assertEqual(blk.freq.dtype, torch.float32)
+        self.assertTrue(torch.equal(blk.freq, self.freq))
+        x2, qkv = blk(self.attn, self.x0, self.pos)
+        self.assertEqual((x2.shape, qkv.shape), (self.x0.shape, self.dqkv.shape))
+
     def test_refusals_name_their_argument(self):
         w = list(self.weights)
 

@@ -174,6 +174,39 @@ class Converters(unittest.TestCase):
                                               np.zeros((16, 3), np.float32), 4, 2)  # head_dim 6, wk needs 12 rows
         self.assertEqual(e.exception.argument, "wk", str(e.exception))
 
+    def test_weights_of_another_dtype_shape_or_rank_are_refused_by_name(self):
+        """Each converter refuses by name what it cannot take: weights of the
+        same bytes but another dtype or shape (which a byte count alone would
+        pass, reordering garbage), another rank or element size, head counts
+        that do not split the rows."""
+        llama = coda_rs.llama
+        gate = np.zeros((3, 4), np.float16)
+        cases = [
+            ("up", lambda: llama.gate_up_from_checkpoint(gate, np.zeros((4, 3), np.int16)), "dtype"),
+            ("up", lambda: llama.gate_up_from_checkpoint(gate, np.zeros((4, 3), np.float16)), "must be (3, 4)"),
+            ("gate", lambda: llama.gate_up_from_checkpoint(np.zeros(12, np.float16), gate), "rank 2"),
+            ("gate", lambda: llama.gate_up_from_checkpoint(np.zeros((3, 4), np.float64), gate), "2- or 4-byte"),
+            ("w_gate_up", lambda: llama.gate_up_to_checkpoint(np.zeros((5, 4), np.float32)), "must be a multiple of 2 (gate and up"),
+            ("heads", lambda: llama.qkv_from_checkpoint(gate, gate, gate, 0, 1), "≥ 1"),
+            ("heads", lambda: llama.qkv_from_checkpoint(gate, gate, gate, 1.5, 1), "whole number"),
+            ("kv_heads", lambda: llama.qkv_from_checkpoint(gate, gate, gate, 3, 2), "must divide heads"),
+            ("wq", lambda: llama.qkv_from_checkpoint(np.zeros((10, 3), np.float32), np.zeros((5, 3), np.float32),
+                                                      np.zeros((5, 3), np.float32), 4, 4), "must be a multiple of 4 (heads)"),
+            ("wv", lambda: llama.qkv_from_checkpoint(np.zeros((8, 3), np.float32), np.zeros((4, 3), np.float32),
+                                                      np.zeros((4, 3), np.float16), 4, 2), "dtype"),
+            ("w_qkv", lambda: llama.qkv_to_checkpoint(np.zeros((10, 3), np.float32), 2, 1), "must be a multiple of 4 (heads + 2·kv_heads)"),
+            ("v", lambda: llama.head_vector_from_checkpoint(np.zeros((2, 4), np.uint16)), "vector"),
+        ]
+        for name, call, rule in cases:
+            with self.subTest(name=name, rule=rule), self.assertRaises(coda_rs.ArgumentError) as e:
+                call()
+            self.assertEqual(e.exception.argument, name, str(e.exception))
+            self.assertIn(rule, str(e.exception))
+        # numpy integers count as head counts.
+        w = llama.qkv_from_checkpoint(np.zeros((8, 3), np.float32), np.zeros((4, 3), np.float32), np.zeros((4, 3), np.float32),
+                                      np.int64(4), np.int32(2))
+        self.assertEqual(w.shape, (16, 3))
+
 
 class StateDicts(unittest.TestCase):
     """A whole model's weights, standard names to CODA's (blocks spanning

@@ -228,5 +228,23 @@ class Refusals(unittest.TestCase):
         print(f"  refused: {e.exception}")
 
 
+@unittest.skipUnless(GPU, "needs a CUDA GPU and PyTorch")
+class PoolMemory(unittest.TestCase):
+    def test_devices_by_index_or_name_and_refusals(self):
+        """``pool_memory`` takes the device as PyTorch names it, leaves
+        PyTorch's current device as it was, and refuses a device that is
+        not a CUDA one of this machine by name."""
+        before = torch.cuda.current_device()
+        used, peak = coda_rs.pool_memory(0)
+        self.assertTrue(0 <= used <= peak, (used, peak))
+        self.assertEqual(coda_rs.pool_memory("cuda:0")[0], coda_rs.pool_memory(torch.device("cuda", 0))[0])
+        coda_rs.reset_pool_peak("cuda")
+        self.assertEqual(torch.cuda.current_device(), before)
+        for bad in ("cpu", torch.cuda.device_count(), "gpu0"):
+            with self.assertRaises(coda_rs.ArgumentError) as e:
+                coda_rs.pool_memory(bad)
+            self.assertEqual(e.exception.argument, "device", str(e.exception))
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -226,10 +226,48 @@ class HeadOp(unittest.TestCase):
             print(f"  {name}: {e.exception}")
 
         refused_loss("softcap", softcap=-1.0)
-        refused_loss("loss", softcap=float("inf"))
-        refused_loss("loss", z_loss=-0.1)
-        refused_loss("loss", label_smoothing=1.5)
-        refused_loss("loss", z_loss=float("nan"))
+        refused_loss("softcap", softcap=float("inf"))
+        refused_loss("z_loss", z_loss=-0.1)
+        refused_loss("label_smoothing", label_smoothing=1.5)
+        refused_loss("z_loss", z_loss=float("nan"))
+        with self.assertRaises(ArgumentError) as e:
+            head_loss(self.x, self.targets, self.gamma, self.w, EPS, -1)
+        self.assertEqual(e.exception.argument, "chunk_rows", str(e.exception))
+        # The op itself (as torch.compile calls it) names the loss's terms together.
+        with self.assertRaises(ArgumentError) as e:
+            torch.ops.coda_rs.head_loss(self.x, self.targets, self.gamma, self.w, EPS, 256, 0.0, -0.1, 0.0)
+        self.assertEqual(e.exception.argument, "loss", str(e.exception))
+
+    def test_loss_without_gradients_runs_the_forward_alone(self):
+        """Under ``torch.no_grad`` (or with no input requiring grad) the tail
+        is ``coda_rs::head_loss_forward`` (no chunks, no gradients): its loss
+        against the f64 formula for the plain loss and each variant, bitwise
+        repeatable."""
+        self.assertIn("head_loss_forward", str(torch.ops.coda_rs.head_loss_forward))
+        x, t, g, w = self.x, self.targets, self.gamma, self.w
+        with torch.no_grad():
+            plain = head_loss(x, t, g, w, EPS, 256)
+        # Inputs that do not require grad, grad mode on: the same path.
+        self.assertTrue(torch.equal(head_loss(x, t, g, w, EPS, 256), plain))
+        for variant in [{}] + VARIANTS:
+            with self.subTest(**variant), torch.no_grad():
+                ours = head_loss(x, t, g, w, EPS, 256, **variant)
+                again = head_loss(x, t, g, w, EPS, 256, **variant)
+                exact = reference(x.double(), t, g.double(), w.double(), **variant)
+                bf16 = reference(x, t, g, w, **variant)
+                self.assertTrue(torch.equal(ours, again))
+                criterion(self, f"no_grad loss {variant}", ours, exact, bf16)
+
+    def test_targets_past_int32_are_ignored_not_wrapped(self):
+        """An int64 id of 2³² + 5 is outside [0, V): ignored, as -100 is,
+        not cast to class 5."""
+        t = self.targets.clone()
+        t[3], t[4] = 2**32 + 5, -(2**32) + 7
+        ignored = t.clone()
+        ignored[3] = ignored[4] = -100
+        a = head_loss(self.x, t, self.gamma, self.w, EPS, 256)
+        b = head_loss(self.x, ignored, self.gamma, self.w, EPS, 256)
+        self.assertTrue(torch.equal(a, b), f"{a.item()} vs {b.item()}")
 
 
 if __name__ == "__main__":

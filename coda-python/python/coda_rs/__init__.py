@@ -17,10 +17,11 @@ that CUDA graph trees can checkpoint their memory pool around them.
 
 Partial outputs (``RowPartial``, ``ColPartial``, ``LsePartial``) are f32
 tensors laid out per output tile (``program_info`` gives each parameter's
-shape); ``row_sums``, ``col_sums`` and ``row_lse`` finish them.
+kind; the README's output table their shapes); ``row_sums``, ``col_sums``
+and ``row_lse`` finish them.
 """
 
-from ._coda import ArgumentError, CodaError, pool_memory, program_info, programs, reset_pool_peak
+from ._coda import ArgumentError, CodaError, program_info, programs
 from . import _coda, llama
 from ._errors import argument_error
 
@@ -117,6 +118,43 @@ def launch(program, /, *, a=None, b=None, **arguments):
             # Written in place: autograd must see that these tensors changed.
             torch.autograd.graph.increment_version(t)
     return outputs
+
+
+def _device(device):
+    """A CUDA device index from an int, ``"cuda:N"`` or a ``torch.device``."""
+    import torch
+
+    try:
+        d = torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
+    except (TypeError, RuntimeError, ValueError):
+        raise argument_error("device", f"{device!r} is not a CUDA device") from None
+    if d.type != "cuda":
+        raise argument_error("device", f"{device!r} is not a CUDA device")
+    index = torch.cuda.current_device() if d.index is None else d.index
+    if not 0 <= index < torch.cuda.device_count():
+        raise argument_error("device", f"CUDA device {index} does not exist here ({torch.cuda.device_count()} devices)")
+    return index
+
+
+def pool_memory(device):
+    """``(used, peak)`` bytes of ``device``'s CUDA memory pool, where CODA
+    allocates its own buffers (the LM-head tail's chunks, GEMM workspaces)
+    and PyTorch's allocator does not: add ``peak`` to
+    ``torch.cuda.max_memory_allocated`` for a bound on a step's memory."""
+    import torch
+
+    index = _device(device)
+    with torch.cuda.device(index):  # the pool's context is made current; PyTorch's device is restored
+        return _coda.pool_memory(index)
+
+
+def reset_pool_peak(device):
+    """Starts ``pool_memory``'s peak of ``device`` again from what is in use now."""
+    import torch
+
+    index = _device(device)
+    with torch.cuda.device(index):
+        _coda.reset_pool_peak(index)
 
 
 def row_sums(partial, m):

@@ -30,6 +30,7 @@ epilogue; the weights then take those two as their seventh and eighth.
 Needs PyTorch (``import coda_rs.block`` imports it).
 """
 
+import operator
 from dataclasses import dataclass
 from typing import Optional
 
@@ -65,6 +66,20 @@ class BlockConfig:
     qk_norm: bool = False
 
     def __post_init__(self):
+        # What the native check cannot take as its types, refused by field here.
+        for field in ("hidden", "ffn", "heads", "kv_heads", "head_dim"):
+            n = getattr(self, field)
+            try:
+                whole = not isinstance(n, bool) and operator.index(n) >= 1
+            except TypeError:
+                whole = False
+            if not whole:
+                raise argument_error(field, f"{n!r} must be a whole number ≥ 1")
+        for field in ("eps", "rope_theta"):
+            if not isinstance(getattr(self, field), (int, float)) or isinstance(getattr(self, field), bool):
+                raise argument_error(field, f"{getattr(self, field)!r} must be a number")
+        if not isinstance(self.qk_norm, bool):
+            raise argument_error("qk_norm", f"{self.qk_norm!r} must be True or False")
         _coda.block_check(self._native())
 
     def _native(self):
@@ -75,6 +90,12 @@ def rope_freq(config, device):
     """The per-column RoPE frequencies ``[qkv_width]`` f32 on ``device``
     (0 on the v columns), as the kernels take them."""
     return torch.tensor(_coda.block_rope_freq(config._native()), dtype=_F32, device=device)
+
+
+def _keep_f32_freq(module, config):
+    """Remakes ``module.freq`` in f32 on its device if a cast changed its dtype."""
+    if module.freq.dtype != _F32:
+        module.freq = rope_freq(config, module.freq.device)
 
 
 def _rows(name, t):
@@ -286,9 +307,15 @@ class Block(torch.nn.Module):
 
     @classmethod
     def from_checkpoint(cls, config, *, wo, gamma1, gate, up, down, gamma2, wq, wk, wv, q_norm=None, k_norm=None):
-        """A block from a standard Llama layer's weights (``Linear``
-        layouts; q and k with the rotate-half RoPE convention, as are QK-norm's
-        ``q_norm`` and ``k_norm``, given exactly when ``config.qk_norm``), on their device."""
+        """A block from standard Llama weights (``Linear`` layouts; q and k
+        with the rotate-half RoPE convention), on their device. A block runs
+        from one attention's output to the next attention's input, so it
+        spans two layers: ``wo`` (o_proj), ``gamma1``
+        (post_attention_layernorm) and ``gate``, ``up``, ``down`` (the MLP)
+        are layer i's; ``gamma2`` (input_layernorm), ``wq``, ``wk``, ``wv``
+        and QK-norm's ``q_norm``, ``k_norm`` (given exactly when
+        ``config.qk_norm``) are layer i + 1's. A weight of another shape is an
+        ``ArgumentError`` naming it."""
         from .llama import gate_up_from_checkpoint, head_vector_from_checkpoint, qkv_from_checkpoint
 
         for name, v in (("q_norm", q_norm), ("k_norm", k_norm)):
@@ -296,17 +323,32 @@ class Block(torch.nn.Module):
                 raise argument_error(name, "is given exactly when config.qk_norm is set")
 
         b = cls(config, device=wo.device)
+        made = {
+            "wo": wo,
+            "gamma1": gamma1,
+            "w_gate_up": gate_up_from_checkpoint(gate, up),
+            "w_down": down,
+            "gamma2": gamma2,
+            "w_qkv": qkv_from_checkpoint(wq, wk, wv, config.heads, config.kv_heads),
+        }
+        if config.qk_norm:
+            made.update(q_norm=head_vector_from_checkpoint(q_norm), k_norm=head_vector_from_checkpoint(k_norm))
+        # The checkpoint's names for the two the converters made.
+        given = {"w_gate_up": "gate", "w_down": "down", "w_qkv": "wq"}
         with torch.no_grad():
-            b.wo.copy_(wo)
-            b.gamma1.copy_(gamma1)
-            b.w_gate_up.copy_(gate_up_from_checkpoint(gate, up))
-            b.w_down.copy_(down)
-            b.gamma2.copy_(gamma2)
-            b.w_qkv.copy_(qkv_from_checkpoint(wq, wk, wv, config.heads, config.kv_heads))
-            if config.qk_norm:
-                b.q_norm.copy_(head_vector_from_checkpoint(q_norm))
-                b.k_norm.copy_(head_vector_from_checkpoint(k_norm))
+            for name, w in made.items():
+                p = getattr(b, name)
+                if tuple(w.shape) != tuple(p.shape):
+                    raise argument_error(given.get(name, name), f"gives {name} of shape {tuple(w.shape)}, the config's is {tuple(p.shape)}")
+                p.copy_(w)
         return b
+
+    def _apply(self, fn, *args, **kwargs):
+        # ``.bfloat16()``, ``.half()`` or ``.to(dtype)`` cast floating buffers;
+        # the RoPE frequencies stay the f32 the kernels take (remade, not cast back).
+        super()._apply(fn, *args, **kwargs)
+        _keep_f32_freq(self, self.config)
+        return self
 
     def weights(self):
         qk = (self.q_norm, self.k_norm) if self.config.qk_norm else ()

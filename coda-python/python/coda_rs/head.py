@@ -4,6 +4,9 @@
 ``head_loss(x, targets, gamma, w, eps)`` returns the mean loss over rows
 whose target is in ``[0, V)`` (others, such as -100, are ignored, as in
 ``F.cross_entropy``; if every row is ignored the mean is NaN, as there).
+Where nothing is differentiated (``torch.no_grad``, or no input requiring
+grad) it runs ``coda_llama::head_forward`` alone (``coda_rs::head_loss_forward``:
+one fused GEMM, no chunks, no gradients).
 The forward runs ``coda_llama::head_forward_backward``: row chunks of
 ``chunk_rows`` (a multiple of 256) each run the head GEMM once, its
 epilogue keeping online log-sum-exp partials and the chunk's bf16 logits,
@@ -26,6 +29,8 @@ count them and it reuses their memory after the op; small per-chunk buffers
 Needs PyTorch.
 """
 
+import math
+
 import torch
 
 from . import _coda
@@ -47,32 +52,56 @@ def _head(
     z_loss: float,
     label_smoothing: float,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    (m, device), state, inputs = _forward_args(x, targets, gamma, w)
+    v, d = w.shape
+    e = lambda *shape, dtype=torch.float32: torch.empty(shape, dtype=dtype, device=x.device)  # noqa: E731
+    rows = _coda.head_buffer_rows(m, chunk_rows)
+    grads = [e(m, d, dtype=torch.bfloat16), e(d), e(v, d)]
+    chunk = [e(rows, v, dtype=torch.bfloat16), e(rows, v, dtype=torch.bfloat16), e(rows, d, dtype=torch.bfloat16)]
+    with torch.cuda.device(device):
+        _coda.head_forward_backward(device, eps, chunk_rows, (softcap, z_loss, label_smoothing), *inputs, state, grads, chunk)
+    return (state[5],) + tuple(grads)
+
+
+def _forward_args(x, targets, gamma, w):
+    """``((M, device), state, (gamma, w, x, targets))`` of a tail's launch:
+    the forward's state allocated, the inputs as the native ops take them."""
     (m, device), _ = _rows("x", x), _rows("w", w)
     v, d = w.shape
     if gamma.dim() != 1:
         raise argument_error("gamma", f"shape {tuple(gamma.shape)} must be [d]")
-    e = lambda *shape, dtype=torch.float32: torch.empty(shape, dtype=dtype, device=x.device)  # noqa: E731
     if targets.dtype.is_floating_point:
         raise argument_error("targets", f"has dtype {targets.dtype}; class ids are integers")
-    rows = _coda.head_buffer_rows(m, chunk_rows)
+    e = lambda *shape, dtype=torch.float32: torch.empty(shape, dtype=dtype, device=x.device)  # noqa: E731
     state = [e(m, d, dtype=torch.bfloat16), e(m), e(m), e(m), e(m), e(1)]
-    grads = [e(m, d, dtype=torch.bfloat16), e(d), e(v, d)]
-    chunk = [e(rows, v, dtype=torch.bfloat16), e(rows, v, dtype=torch.bfloat16), e(rows, d, dtype=torch.bfloat16)]
+    # Ids past int32 would wrap into valid classes: clamped first, to −1 or
+    # V, which are ignored as every id outside [0, V) is.
+    inputs = (gamma.detach(), w.detach(), x.detach(), targets.detach().clamp(-1, v).to(torch.int32))
+    return (m, device), state, inputs
+
+
+# The tail's loss alone, for a loss nothing differentiates: one fused GEMM
+# over all rows and no gradients (the op above computes them in its forward).
+@torch.library.custom_op("coda_rs::head_loss_forward", mutates_args=(), tags=OP_TAGS)
+def _head_forward(
+    x: torch.Tensor,
+    targets: torch.Tensor,
+    gamma: torch.Tensor,
+    w: torch.Tensor,
+    eps: float,
+    softcap: float,
+    z_loss: float,
+    label_smoothing: float,
+) -> torch.Tensor:
+    (_, device), state, inputs = _forward_args(x, targets, gamma, w)
     with torch.cuda.device(device):
-        _coda.head_forward_backward(
-            device,
-            eps,
-            chunk_rows,
-            (softcap, z_loss, label_smoothing),
-            gamma.detach(),
-            w.detach(),
-            x.detach(),
-            targets.detach().to(torch.int32),
-            state,
-            grads,
-            chunk,
-        )
-    return (state[5],) + tuple(grads)
+        _coda.head_forward(device, eps, (softcap, z_loss, label_smoothing), *inputs, state)
+    return state[5]
+
+
+@_head_forward.register_fake
+def _(x, targets, gamma, w, *_):
+    return x.new_empty(1, dtype=torch.float32)
 
 
 @_head.register_fake
@@ -111,7 +140,7 @@ def _scaled(
     # dtype (bf16: the forward takes no other), no f32 temporary of dw's [V, d].
     out = [torch.empty(t.shape, dtype=dtype, device=t.device) for t, dtype in ((dx, x_dtype), (dgamma, gamma_dtype), (dw, w_dtype))]
     with torch.cuda.device(dw.device):
-        _coda.head_scale_grads(dw.device.index, dmean.reshape(1), [dx, dgamma, dw], out)
+        _coda.head_scale_grads(dw.device.index, dmean.detach().reshape(1), [dx, dgamma, dw], out)
     return tuple(out)
 
 
@@ -136,8 +165,18 @@ def head_loss(x, targets, gamma, w, eps=1e-5, chunk_rows=4096, softcap=None, z_l
     With ``softcap`` the logits are ``softcap · tanh(logits / softcap)``
     first (Gemma); ``z_loss`` adds ``z_loss · lse²`` per row (PaLM);
     ``label_smoothing`` is ``F.cross_entropy``'s. The logits are never stored."""
-    if softcap is not None and not softcap > 0:
-        raise argument_error("softcap", f"{softcap} must be positive (or None for no cap)")
+    if softcap is not None and not (softcap > 0 and math.isfinite(softcap)):
+        raise argument_error("softcap", f"{softcap} must be positive and finite (or None for no cap)")
+    if not (math.isfinite(z_loss) and z_loss >= 0):
+        raise argument_error("z_loss", f"{z_loss} must be finite and ≥ 0")
+    if not 0 <= label_smoothing <= 1:
+        raise argument_error("label_smoothing", f"{label_smoothing} must be in [0, 1]")
+    # Checked here too: the forward alone (no gradients) takes no chunks.
+    if not (isinstance(chunk_rows, int) and chunk_rows > 0 and chunk_rows % 256 == 0):
+        raise argument_error("chunk_rows", f"{chunk_rows!r} must be a positive multiple of 256")
     cap = 0.0 if softcap is None else float(softcap)
+    if not (torch.is_grad_enabled() and any(t.requires_grad for t in (x, gamma, w))):
+        # Evaluation: no gradients to keep, so no chunks, no backward GEMMs.
+        return torch.ops.coda_rs.head_loss_forward(x, targets, gamma, w, eps, cap, float(z_loss), float(label_smoothing)).reshape(())
     mean, *_ = torch.ops.coda_rs.head_loss(x, targets, gamma, w, eps, chunk_rows, cap, float(z_loss), float(label_smoothing))
     return mean.reshape(())

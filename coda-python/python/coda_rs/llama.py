@@ -15,6 +15,8 @@ L − 1 blocks, layer L − 1's o_proj and MLP (``last``) and the tail
 (``head``); ``coda_rs.model.CodaLlama`` holds weights under these names.
 """
 
+import operator
+
 from . import _coda
 from ._errors import argument_error
 
@@ -30,14 +32,19 @@ __all__ = [
 ]
 
 
-def _raw(t):
-    """(bytes, itemsize, rows, cols, rebuild) of a rank-2 tensor or array."""
+def _raw(t, name):
+    """(bytes, itemsize, rows, cols, rebuild, dtype) of a rank-2 tensor or
+    array; another rank or an element that is not bf16, f16 or f32 (for
+    numpy: 2 or 4 bytes, whose bits are taken as they are) is an
+    ``ArgumentError`` naming ``name``."""
     if hasattr(t, "detach"):  # torch
         import torch
 
+        if t.dtype not in (torch.bfloat16, torch.float16, torch.float32):
+            raise argument_error(name, f"has dtype {t.dtype}; the converters take bf16, f16 or f32")
+        if t.dim() != 2:
+            raise argument_error(name, f"shape {tuple(t.shape)} must be rank 2")
         c = t.detach().contiguous().cpu()
-        if c.dim() != 2:
-            raise ValueError(f"expected a rank-2 weight, got shape {tuple(c.shape)}")
         bits = {2: torch.int16, 4: torch.int32}[c.element_size()]
         data = c.view(bits).numpy().tobytes()
 
@@ -47,44 +54,85 @@ def _raw(t):
             arr = np.frombuffer(b, dtype={2: np.int16, 4: np.int32}[c.element_size()]).reshape(rows, cols)
             return torch.from_numpy(arr.copy()).view(t.dtype).to(t.device)
 
-        return data, c.element_size(), c.shape[0], c.shape[1], rebuild
+        return data, c.element_size(), c.shape[0], c.shape[1], rebuild, t.dtype
     import numpy as np
 
     a = np.ascontiguousarray(t)
+    if a.dtype.itemsize not in (2, 4):
+        raise argument_error(name, f"has dtype {a.dtype}; the converters take 2- or 4-byte elements (bf16, f16, f32)")
     if a.ndim != 2:
-        raise ValueError(f"expected a rank-2 weight, got shape {a.shape}")
+        raise argument_error(name, f"shape {a.shape} must be rank 2")
 
     def rebuild(b, rows, cols):
         return np.frombuffer(b, dtype=a.dtype).reshape(rows, cols).copy()
 
-    return a.tobytes(), a.dtype.itemsize, a.shape[0], a.shape[1], rebuild
+    return a.tobytes(), a.dtype.itemsize, a.shape[0], a.shape[1], rebuild, a.dtype
+
+
+def _like(name, raw, first, first_name, shape):
+    """Refuses ``raw`` (of argument ``name``) unless it has ``first``'s dtype and ``shape``."""
+    if raw[5] != first[5]:
+        raise argument_error(name, f"has dtype {raw[5]}, `{first_name}` {first[5]}: one dtype for all")
+    if (raw[2], raw[3]) != shape:
+        raise argument_error(name, f"shape {(raw[2], raw[3])} must be {shape}")
+
+
+def _heads(heads, kv_heads):
+    """``(heads, kv_heads)`` as ints, refusing counts the layouts cannot split by."""
+    counts = []
+    for name, n in (("heads", heads), ("kv_heads", kv_heads)):
+        try:
+            n = operator.index(n)
+        except TypeError:
+            raise argument_error(name, f"{n!r} must be a whole number ≥ 1") from None
+        if n < 1:
+            raise argument_error(name, f"{n} must be a whole number ≥ 1")
+        counts.append(n)
+    if counts[0] % counts[1]:
+        raise argument_error("kv_heads", f"{counts[1]} must divide heads = {counts[0]}")
+    return counts
+
+
+def _rows_of(name, rows, parts, what):
+    """``rows / parts``, refusing a remainder by ``name``."""
+    if rows % parts:
+        raise argument_error(name, f"{rows} rows must be a multiple of {parts} ({what})")
+    return rows // parts
 
 
 def gate_up_from_checkpoint(gate, up):
     """``w_gate_up`` ``[2f, d]`` (rows interleaved) from ``gate`` and ``up`` ``[f, d]``."""
-    (g, size, f, d, rebuild), (u, *_) = _raw(gate), _raw(up)
-    return rebuild(_coda.interleave_gate_up(g, u, f, d, size), 2 * f, d)
+    g, u = _raw(gate, "gate"), _raw(up, "up")
+    _like("up", u, g, "gate", (g[2], g[3]))
+    (gb, size, f, d, rebuild, _), ub = g, u[0]
+    return rebuild(_coda.interleave_gate_up(gb, ub, f, d, size), 2 * f, d)
 
 
 def gate_up_to_checkpoint(w_gate_up):
     """``(gate, up)`` from ``w_gate_up``."""
-    w, size, rows, d, rebuild = _raw(w_gate_up)
-    g, u = _coda.split_gate_up(w, rows // 2, d, size)
-    return rebuild(g, rows // 2, d), rebuild(u, rows // 2, d)
+    w, size, rows, d, rebuild, _ = _raw(w_gate_up, "w_gate_up")
+    f = _rows_of("w_gate_up", rows, 2, "gate and up rows, interleaved")
+    g, u = _coda.split_gate_up(w, f, d, size)
+    return rebuild(g, f, d), rebuild(u, f, d)
 
 
 def qkv_from_checkpoint(wq, wk, wv, heads, kv_heads):
     """``w_qkv`` ``[(heads + 2·kv_heads)·head_dim, d]`` from ``wq``, ``wk``, ``wv``."""
-    (q, size, rows, d, rebuild), (k, *_), (v, *_) = _raw(wq), _raw(wk), _raw(wv)
-    head_dim = rows // heads
-    out = _coda.qkv_from_checkpoint(q, k, v, heads, kv_heads, head_dim, d, size)
+    heads, kv_heads = _heads(heads, kv_heads)
+    q, k, v = _raw(wq, "wq"), _raw(wk, "wk"), _raw(wv, "wv")
+    (qb, size, rows, d, rebuild, _) = q
+    head_dim = _rows_of("wq", rows, heads, "heads")
+    for name, r in (("wk", k), ("wv", v)):
+        _like(name, r, q, "wq", (kv_heads * head_dim, d))
+    out = _coda.qkv_from_checkpoint(qb, k[0], v[0], heads, kv_heads, head_dim, d, size)
     return rebuild(out, (heads + 2 * kv_heads) * head_dim, d)
 
 
 def qkv_to_checkpoint(w_qkv, heads, kv_heads):
     """``(wq, wk, wv)`` from ``w_qkv``."""
-    w, size, rows, d, rebuild = _raw(w_qkv)
-    head_dim = rows // (heads + 2 * kv_heads)
+    heads, kv_heads = _heads(heads, kv_heads)
+    w, size, rows, d, rebuild, _ = _raw(w_qkv, "w_qkv")
+    head_dim = _rows_of("w_qkv", rows, heads + 2 * kv_heads, "heads + 2·kv_heads")
     q, k, v = _coda.qkv_to_checkpoint(w, heads, kv_heads, head_dim, d, size)
     return rebuild(q, heads * head_dim, d), rebuild(k, kv_heads * head_dim, d), rebuild(v, kv_heads * head_dim, d)
 
@@ -102,8 +150,8 @@ def head_vector_to_checkpoint(v):
 
 def _head_vector(v, to_adjacent):
     if len(v.shape) != 1:
-        raise ValueError(f"expected a vector [head_dim], got shape {tuple(v.shape)}")
-    w, size, rows, _, rebuild = _raw(v.reshape(-1, 1))
+        raise argument_error("v", f"shape {tuple(v.shape)} must be a vector [head_dim]")
+    w, size, rows, _, rebuild, _ = _raw(v.reshape(-1, 1), "v")
     return rebuild(_coda.rope_pairs(w, 1, rows, 1, to_adjacent, size), rows, 1).reshape(-1)
 
 

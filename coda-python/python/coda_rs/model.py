@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from ._errors import argument_error
-from .block import Block, BlockConfig, rope_freq
+from .block import Block, BlockConfig, _keep_f32_freq, rope_freq
 from .head import head_loss
 from .llama import coda_state_dict, hf_state_dict
 
@@ -213,6 +213,12 @@ class CodaLlama(torch.nn.Module):
         self.head = torch.nn.Module()
         self.head.gamma, self.head.w = _param(d, device=device), _param(c.vocab, d, device=device)
         self.register_buffer("freq", rope_freq(c.block(), device or "cpu"), persistent=False)
+
+    def _apply(self, fn, *args, **kwargs):
+        # As `Block`'s: the RoPE frequencies stay f32 when the module is cast.
+        super()._apply(fn, *args, **kwargs)
+        _keep_f32_freq(self, self.config.block())
+        return self
 
     @classmethod
     def from_state_dict(cls, config, state_dict, device=None, chunk_rows=4096):
