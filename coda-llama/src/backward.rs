@@ -35,7 +35,8 @@ impl BlockConfig {
 }
 
 /// A weight matrix's gradient `dW = dyᵀ · x`, summed in f32 by cuBLAS and
-/// written in f32 (to add micro-batches up in f32 beside it) or in the
+/// written (not added to) in f32 (for the caller to add micro-batches up in
+/// f32) or in the
 /// weights' bf16 (rounded once, nothing to convert after; bench/NOTES.md,
 /// session 25).
 pub enum WeightGrad<B, F> {
@@ -159,6 +160,7 @@ impl<S: Storage> BackwardState<S> {
         xg1: S::Bf16,
     ) -> Result<Self, Error> {
         c.check()?;
+        blas.check_stream(stream)?;
         super::ship_tuning()?;
         let m = tokens_of("dz2", &dz2)?;
         let (d, f) = (c.hidden, c.ffn);
@@ -261,18 +263,24 @@ impl<S: Storage> BlockGrads<S> {
     ) -> Result<Self, Error> {
         c.check()?;
         let m = tokens_of("dx0", &dx0)?;
-        let (d, f) = (c.hidden, c.ffn);
         let g = BlockGrads { dattn, dx0, dwo, dgamma1, dw_gate_up, dw_down, dgamma2, dw_qkv, qk_norm };
-        shaped("dattn", &g.dattn, &[m, c.attn_width()])?;
-        shaped("dx0", &g.dx0, &[m, d])?;
-        shaped("dwo", g.dwo.tensor(), &[d, c.attn_width()])?;
-        shaped("dgamma1", &g.dgamma1, &[d])?;
-        shaped("dw_gate_up", g.dw_gate_up.tensor(), &[2 * f, d])?;
-        shaped("dw_down", g.dw_down.tensor(), &[d, f])?;
-        shaped("dgamma2", &g.dgamma2, &[d])?;
-        shaped("dw_qkv", g.dw_qkv.tensor(), &[c.qkv_width(), d])?;
-        c.check_qk_vectors(g.qk_norm.as_ref())?;
+        g.check(c, m)?;
         Ok(g)
+    }
+
+    /// Every tensor of the shape [`BlockGrads::new`] allocates for `m`
+    /// tokens: at construction and, the fields being public, at each backward.
+    fn check(&self, c: &BlockConfig, m: usize) -> Result<(), Error> {
+        let (d, f) = (c.hidden, c.ffn);
+        shaped("dattn", &self.dattn, &[m, c.attn_width()])?;
+        shaped("dx0", &self.dx0, &[m, d])?;
+        shaped("dwo", self.dwo.tensor(), &[d, c.attn_width()])?;
+        shaped("dgamma1", &self.dgamma1, &[d])?;
+        shaped("dw_gate_up", self.dw_gate_up.tensor(), &[2 * f, d])?;
+        shaped("dw_down", self.dw_down.tensor(), &[d, f])?;
+        shaped("dgamma2", &self.dgamma2, &[d])?;
+        shaped("dw_qkv", self.dw_qkv.tensor(), &[c.qkv_width(), d])?;
+        c.check_qk_vectors(self.qk_norm.as_ref())
     }
 }
 
@@ -312,12 +320,14 @@ pub fn block_backward<W: Storage, F: Storage, B: Storage, G: Storage>(
 ) -> Result<(), Error> {
     let c = &w.config;
     let m = fwd.tokens;
+    // Everything before the first launch, so that a refusal writes nothing.
+    w.check()?;
+    crate::check_inputs(m, [("attn", attn, vec![m, c.attn_width()]), ("pos", pos, vec![m]), ("dx2", dx2, vec![m, c.hidden]), ("dqkv", dqkv, vec![m, c.qkv_width()])])?;
     if bs.tokens != m {
         return Err(Error::arg("bs", format!("backward state for {} tokens, the forward's is for {m}", bs.tokens)));
     }
-    if g.dx0.dims() != [m, c.hidden] {
-        return Err(Error::arg("g", format!("gradients for shape {:?}, the forward's tokens are {m}", g.dx0.dims())));
-    }
+    g.check(c, m)?;
+    bs.blas.check_stream(stream)?;
     let inv_d = 1.0 / c.hidden as f32;
 
     match (&w.qk_norm, &fwd.qk_norm, &mut g.qk_norm) {

@@ -40,6 +40,14 @@ fn fits_i32(name: &str, dims: &[usize]) -> Result<(), Error> {
     }
 }
 
+fn handle_stream(handle: &Arc<CudaStream>, stream: &Stream) -> Result<(), Error> {
+    if Arc::ptr_eq(handle, stream.cuda()) {
+        Ok(())
+    } else {
+        Err(Error::arg("stream", "is not the stream the cuBLAS handle was created on, which its GEMMs run on"))
+    }
+}
+
 /// The shapes of `op(a) · op(b)` into `c`: `(M, N, K)`, after the rules
 /// (rank 2, matching K, `c` `[M, N]`, 32-bit dims, tensors of `stream`).
 pub fn check_gemm(
@@ -49,9 +57,7 @@ pub fn check_gemm(
     (bn, b, sb): (&str, &dyn AnyTensor, Stored),
     c: &dyn AnyTensor,
 ) -> Result<(usize, usize, usize), Error> {
-    if !Arc::ptr_eq(handle, stream.cuda()) {
-        return Err(Error::arg("stream", "is not the stream the handle was created on, which its GEMMs run on"));
-    }
+    handle_stream(handle, stream)?;
     let (ar, ac) = rank2(an, a)?;
     let (br, bc) = rank2(bn, b)?;
     let (m, k) = if sa == Stored::Plain { (ar, ac) } else { (ac, ar) };
@@ -73,6 +79,11 @@ pub fn check_gemm(
 }
 
 impl Cublas {
+    /// Refuses `stream` unless it is the one the handle was made on, which its GEMMs run on.
+    pub fn check_stream(&self, stream: &Stream) -> Result<(), Error> {
+        handle_stream(&self.stream, stream)
+    }
+
     pub fn new(stream: &Stream) -> Result<Cublas, Error> {
         // SAFETY: only probes whether libcublas can be loaded.
         if !unsafe { cudarc::cublas::sys::is_culib_present() } {

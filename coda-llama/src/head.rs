@@ -10,7 +10,8 @@
 //! once: the head GEMM again, its epilogue writing `dlogits = (softmax −
 //! onehot) / n_valid` and `Σ dlogits ⊙ logits` partials → `s`; then `dx`
 //! from `dlogits · W` with the norm's backward in its epilogue (`dγ`
-//! partials, `x̂ ⊙ γ`), and `dW += dlogitsᵀ · (x̂ ⊙ γ)` in f32.
+//! partials, `x̂ ⊙ γ`), and `dW += dlogitsᵀ · (x̂ ⊙ γ)` in f32 over the
+//! chunks (the first chunk's GEMM overwrites `dW`: each call writes it anew).
 //!
 //! Training calls both at once: [`head_forward_backward`] keeps each chunk's
 //! logits (bf16) from the forward GEMM's epilogue and takes the gradient from
@@ -155,16 +156,25 @@ impl<S: Storage> HeadWeights<S> {
     /// `gamma` `[d]` and `w` `[V, d]`, V and d multiples of 8, and `eps`
     /// finite and > 0, else [`Error::Arg`] naming the one at fault.
     pub fn from_parts(gamma: S::Bf16, w: S::Bf16, eps: f32) -> Result<Self, Error> {
+        let h = HeadWeights { gamma, w, eps, loss: HeadLoss::default() };
+        h.check()?;
+        Ok(h)
+    }
+
+    /// The rules of [`HeadWeights::from_parts`] and the loss's: at
+    /// construction and, the fields being public, at each op.
+    fn check(&self) -> Result<(), Error> {
+        let eps = self.eps;
         if !(eps.is_finite() && eps > 0.0) {
             return Err(Error::arg("eps", format!("{eps} must be finite and > 0")));
         }
-        let d = match *gamma.dims() {
+        let d = match *self.gamma.dims() {
             [d] if d > 0 && d % 8 == 0 => d,
-            _ => return Err(Error::arg("gamma", format!("shape {:?} must be [d], d a positive multiple of 8", gamma.dims()))),
+            _ => return Err(Error::arg("gamma", format!("shape {:?} must be [d], d a positive multiple of 8", self.gamma.dims()))),
         };
-        match *w.dims() {
-            [v, k] if k == d && v > 0 && v % 8 == 0 => Ok(HeadWeights { gamma, w, eps, loss: HeadLoss::default() }),
-            _ => Err(Error::arg("w", format!("shape {:?} must be [V, d] with d = {d} (gamma's length), V a multiple of 8", w.dims()))),
+        match *self.w.dims() {
+            [v, k] if k == d && v > 0 && v % 8 == 0 => Ok(()),
+            _ => Err(Error::arg("w", format!("shape {:?} must be [V, d] with d = {d} (gamma's length), V a multiple of 8", self.w.dims()))),
         }
     }
     pub fn hidden(&self) -> usize {
@@ -192,6 +202,9 @@ pub struct HeadState<S: Storage = Owned> {
     /// smoothing (the vector allocated on first use).
     sum_partials: [RowPartials; 3],
     row_sum: Option<Tensor<f32>>,
+    /// The loss variant of the last forward through this state, so that a
+    /// backward under weights whose `loss` changed since is refused.
+    forward_loss: Option<HeadLoss>,
     /// Per-row loss, 0 for ignored rows, `[M]`.
     pub loss: S::F32,
     /// Mean loss over non-ignored rows, `[1]`.
@@ -239,6 +252,7 @@ impl<S: Storage> HeadState<S> {
             target_logit,
             sum_partials: Default::default(),
             row_sum: None,
+            forward_loss: None,
             loss,
             mean,
         })
@@ -267,6 +281,7 @@ pub fn head_forward<W: Storage, S: Storage>(
     targets: &impl RowSlices<i32>,
     s: &mut HeadState<S>,
 ) -> Result<(), Error> {
+    h.check()?;
     let loss = h.loss.scalars(h.vocab())?;
     check_targets(targets, s.tokens)?;
     norm_input(stream, h, x, s)?;
@@ -289,7 +304,9 @@ pub fn head_forward<W: Storage, S: Storage>(
         }
         false => None,
     };
-    aux::cross_entropy_loss_with(stream, &s.lse, &s.target_logit, row_sum, targets, h.vocab(), loss.terms, &mut s.loss, &mut s.mean)
+    aux::cross_entropy_loss_with(stream, &s.lse, &s.target_logit, row_sum, targets, h.vocab(), loss.terms, &mut s.loss, &mut s.mean)?;
+    s.forward_loss = Some(h.loss);
+    Ok(())
 }
 
 /// The state's `Σ_j y_j` vector, allocated on first use.
@@ -321,10 +338,20 @@ fn check_targets(targets: &impl RowSlices<i32>, m: usize) -> Result<(), Error> {
 }
 
 /// The backward's buffers and gradients must be for the forward's tokens.
-fn check_backward<W: Storage, B: Storage, G: Storage>(h: &HeadWeights<W>, m: usize, bs: &HeadBackwardState<B>, g: &HeadGrads<G>) -> Result<(), Error> {
-    if bs.tokens != m || g.dx.dims() != [m, h.hidden()] {
-        return Err(Error::arg("bs", format!("backward buffers must be for the forward's {m} tokens")));
+fn check_backward<W: Storage, B: Storage, G: Storage>(
+    stream: &Stream,
+    h: &HeadWeights<W>,
+    m: usize,
+    bs: &HeadBackwardState<B>,
+    g: &HeadGrads<G>,
+) -> Result<(), Error> {
+    if bs.tokens != m {
+        return Err(Error::arg("bs", format!("backward buffers for {} tokens, the forward's are {m}", bs.tokens)));
     }
+    if g.dx.dims() != [m, h.hidden()] {
+        return Err(Error::arg("g", format!("dx of shape {:?} must be [{m}, {}] (the forward's tokens)", g.dx.dims(), h.hidden())));
+    }
+    bs.blas.check_stream(stream)?;
     Ok(())
 }
 
@@ -488,6 +515,7 @@ impl<S: Storage> HeadBackwardState<S> {
         dlogits: S::Bf16,
         xg: S::Bf16,
     ) -> Result<HeadBackwardState<S>, Error> {
+        blas.check_stream(stream)?;
         let rows = HeadBackwardState::buffer_rows(tokens, chunk_rows)?;
         let chunk_rows = chunk_rows_for(tokens, chunk_rows)?;
         shaped("logits", &logits, &[rows, h.vocab()])?;
@@ -558,8 +586,12 @@ pub fn head_backward<W: Storage, F: Storage, B: Storage, G: Storage>(
     bs: &mut HeadBackwardState<B>,
     g: &mut HeadGrads<G>,
 ) -> Result<(), Error> {
+    h.check()?;
     let loss = h.loss.scalars(h.vocab())?;
-    check_backward(h, fwd.tokens, bs, g)?;
+    check_backward(stream, h, fwd.tokens, bs, g)?;
+    if let Some(l) = fwd.forward_loss.filter(|l| *l != h.loss) {
+        return Err(Error::arg("fwd", format!("holds a forward of the loss {l:?}; the weights' is now {:?}", h.loss)));
+    }
     if x.dims() != fwd.u.dims() {
         return Err(Error::arg("x", format!("shape {:?} must be the forward's {:?}", x.dims(), fwd.u.dims())));
     }
@@ -603,8 +635,9 @@ pub fn head_forward_backward<W: Storage, F: Storage, B: Storage, G: Storage>(
     bs: &mut HeadBackwardState<B>,
     g: &mut HeadGrads<G>,
 ) -> Result<(), Error> {
+    h.check()?;
     let loss = h.loss.scalars(h.vocab())?;
-    check_backward(h, fs.tokens, bs, g)?;
+    check_backward(stream, h, fs.tokens, bs, g)?;
     check_targets(targets, fs.tokens)?;
     norm_input(stream, h, x, fs)?;
     if loss.sums() {
@@ -653,7 +686,9 @@ pub fn head_forward_backward<W: Storage, F: Storage, B: Storage, G: Storage>(
         input_and_weight_grads(stream, h, x, fs, bs, rows, i == 0, g)?;
     }
     let row_sum = fs.row_sum.as_ref().filter(|_| loss.sums()).map(|t| t as &dyn TensorRef<f32>);
-    aux::cross_entropy_loss_with(stream, &fs.lse, &fs.target_logit, row_sum, targets, h.vocab(), loss.terms, &mut fs.loss, &mut fs.mean)
+    aux::cross_entropy_loss_with(stream, &fs.lse, &fs.target_logit, row_sum, targets, h.vocab(), loss.terms, &mut fs.loss, &mut fs.mean)?;
+    fs.forward_loss = Some(h.loss);
+    Ok(())
 }
 
 /// With a chunk's `dlogits` and `s` written: `dx` and the `dγ` partials of its rows (the norm's backward in the epilogue of

@@ -189,7 +189,10 @@ fn tokens_of(name: &str, t: &impl AnyTensor) -> Result<usize, Error> {
     Ok(tokens)
 }
 
-/// The weights of one block, on the device, in the kernels' layout.
+/// The weights of one block, on the device, in the kernels' layout. The
+/// fields are public (to borrow, swap or load tensors); each op checks the
+/// config and every shape again. `rope_freq` holds the config's frequencies
+/// as device memory: a `rope_theta` changed after construction is not seen.
 pub struct BlockWeights<S: Storage = Owned> {
     pub config: BlockConfig,
     /// o_proj `[d, heads · head_dim]`
@@ -241,13 +244,16 @@ impl BlockWeights {
     /// length, is [`Error::Arg`], before anything is copied.
     pub fn upload(stream: &Stream, config: BlockConfig, w: &HostWeights) -> Result<BlockWeights, Error> {
         config.check()?;
+        config.check_qk_norm("qk_norm", w.qk_norm.as_ref())?;
         let [wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, rope_freq] = config.weight_shapes();
-        let up = |(name, shape): (&str, Vec<usize>), v: &[bf16]| {
+        let qk = w.qk_norm.as_ref().map(|n| [(("qk_norm.q", vec![config.head_dim]), &n.q), (("qk_norm.k", vec![config.head_dim]), &n.k)]);
+        let all = [(&wo, &w.wo), (&gamma1, &w.gamma1), (&w_gate_up, &w.w_gate_up), (&w_down, &w.w_down), (&gamma2, &w.gamma2), (&w_qkv, &w.w_qkv)];
+        for ((name, shape), v) in all.into_iter().chain(qk.iter().flatten().map(|(s, v)| (s, *v))) {
             if v.len() != shape.iter().product::<usize>() {
                 return Err(Error::arg(name, format!("{} elements, shape {shape:?} needs {}", v.len(), shape.iter().product::<usize>())));
             }
-            Tensor::from_host(stream, v, &shape)
-        };
+        }
+        let up = |(_, shape): (&str, Vec<usize>), v: &[bf16]| Tensor::from_host(stream, v, &shape);
         BlockWeights::from_parts(
             config,
             up(wo, &w.wo)?,
@@ -284,19 +290,36 @@ impl<S: Storage> BlockWeights<S> {
         rope_freq: S::F32,
         qk_norm: Option<QkNorm<S::Bf16>>,
     ) -> Result<Self, Error> {
-        config.check()?;
         let w = BlockWeights { config, wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, rope_freq, qk_norm };
-        let [wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, rope_freq] = config.weight_shapes();
-        shaped(wo.0, &w.wo, &wo.1)?;
-        shaped(gamma1.0, &w.gamma1, &gamma1.1)?;
-        shaped(w_gate_up.0, &w.w_gate_up, &w_gate_up.1)?;
-        shaped(w_down.0, &w.w_down, &w_down.1)?;
-        shaped(gamma2.0, &w.gamma2, &gamma2.1)?;
-        shaped(w_qkv.0, &w.w_qkv, &w_qkv.1)?;
-        shaped(rope_freq.0, &w.rope_freq, &rope_freq.1)?;
-        config.check_qk_vectors(w.qk_norm.as_ref())?;
+        w.check()?;
         Ok(w)
     }
+
+    /// The config's rules and every tensor's shape under it: at construction
+    /// and, the fields being public, at each forward and backward.
+    pub(crate) fn check(&self) -> Result<(), Error> {
+        let c = &self.config;
+        c.check()?;
+        let [wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, rope_freq] = c.weight_shapes();
+        shaped(wo.0, &self.wo, &wo.1)?;
+        shaped(gamma1.0, &self.gamma1, &gamma1.1)?;
+        shaped(w_gate_up.0, &self.w_gate_up, &w_gate_up.1)?;
+        shaped(w_down.0, &self.w_down, &w_down.1)?;
+        shaped(gamma2.0, &self.gamma2, &gamma2.1)?;
+        shaped(w_qkv.0, &self.w_qkv, &w_qkv.1)?;
+        shaped(rope_freq.0, &self.rope_freq, &rope_freq.1)?;
+        c.check_qk_vectors(self.qk_norm.as_ref())
+    }
+}
+
+/// Each input `(name, tensor, shape)` of an op for `m` tokens has its shape.
+pub(crate) fn check_inputs<const N: usize>(m: usize, inputs: [(&str, &dyn AnyTensor, Vec<usize>); N]) -> Result<(), Error> {
+    for (name, t, want) in inputs {
+        if t.dims() != want.as_slice() {
+            return Err(Error::arg(name, format!("shape {:?} must be {want:?} (state for {m} tokens)", t.dims())));
+        }
+    }
+    Ok(())
 }
 
 /// Everything the forward writes, for `tokens` rows, reused across calls:
@@ -450,15 +473,10 @@ pub fn block_forward<W: Storage, S: Storage>(
 ) -> Result<(), Error> {
     let c = &w.config;
     let m = s.tokens;
-    let inputs: [(&str, &dyn AnyTensor, Vec<usize>); 3] =
-        [("attn", attn, vec![m, c.attn_width()]), ("x0", x0, vec![m, c.hidden]), ("pos", pos, vec![m])];
-    for (name, t, want) in inputs {
-        if t.dims() != want.as_slice() {
-            return Err(Error::arg(name, format!("shape {:?} must be {want:?} (state for {m} tokens)", t.dims())));
-        }
-    }
+    w.check()?;
+    check_inputs(m, [("attn", attn, vec![m, c.attn_width()]), ("x0", x0, vec![m, c.hidden]), ("pos", pos, vec![m])])?;
     if w.qk_norm.is_some() != s.qk_norm.is_some() {
-        // The weights match their config (from_parts), so the state is the part that differs.
+        // The weights match their config (checked above), so the state is the part that differs.
         return Err(Error::arg("s", "must have QK-norm's tensors exactly when the weights' config has qk_norm"));
     }
     residual_norm::launch(

@@ -171,7 +171,7 @@ fn bad_inputs_are_errors(stream: &Stream) -> Result<(bool, String), Error> {
     expect("bench::interleaved with 0 samples", "samples", r);
     let c = block::config(256, 512);
     expect("BlockState with 0 tokens", "tokens", BlockState::new(stream, &c, 0).map(|_| ()));
-    let head = HeadWeights::new(Tensor::zeros(stream, &[256])?, Tensor::zeros(stream, &[4096, 256])?, 1e-5)?;
+    let mut head = HeadWeights::new(Tensor::zeros(stream, &[256])?, Tensor::zeros(stream, &[4096, 256])?, 1e-5)?;
     expect("HeadState with 0 tokens", "tokens", HeadState::new(stream, &head, 0).map(|_| ()));
     expect("HeadBackwardState with 0 tokens", "tokens", HeadBackwardState::new(stream, &head, 0, 256).map(|_| ()));
     expect("HeadBackwardState with usize::MAX tokens", "tokens", HeadBackwardState::new(stream, &head, usize::MAX, 256).map(|_| ()));
@@ -211,8 +211,24 @@ fn bad_inputs_are_errors(stream: &Stream) -> Result<(bool, String), Error> {
     expect("repeat_two into too short an output", "out", coda_runtime::aux::repeat_two(stream, &v128, 1, &v128, 1, &mut short));
     let matrix = Tensor::<bf16>::zeros(stream, &[1, 128])?;
     expect("repeat_two of a matrix", "a", coda_runtime::aux::repeat_two(stream, &matrix, 1, &v128, 1, &mut short));
-    detail += &format!("    output untouched after the refused swizzle: {untouched}\n");
-    Ok((pass && untouched, detail))
+    // The backward checks every argument before its first launch (session
+    // 38): a short dqkv is refused by its name and nothing is written.
+    g.dgamma2.poison()?;
+    let short_dqkv = Tensor::<bf16>::zeros(stream, &[300, qk.qkv_width() - 8])?;
+    let r = coda_llama::block_backward(stream, &qk_w, &qk_state, &attn, &pos, &dx2, &short_dqkv, &mut bs, &mut g);
+    expect("block_backward with dqkv 8 columns short", "dqkv", r);
+    let nothing_written = g.dgamma2.to_host()?.iter().all(|v| v.to_bits() == u32::MAX);
+    // A head backward under weights whose loss changed since the forward.
+    let (hx, ht) = (Tensor::<bf16>::zeros(stream, &[300, 256])?, Tensor::<i32>::zeros(stream, &[300])?);
+    let mut hs = HeadState::new(stream, &head, 300)?;
+    coda_llama::head_forward(stream, &head, &hx, &ht, &mut hs)?;
+    head.loss.z_loss = 0.1;
+    let (mut hbs, mut hg) = (HeadBackwardState::new(stream, &head, 300, 256)?, coda_llama::HeadGrads::new(stream, &head, 300)?);
+    expect("head_backward after the loss changed", "fwd", coda_llama::head_backward(stream, &head, &hx, &ht, &hs, &mut hbs, &mut hg));
+    head.eps = f32::NAN;
+    expect("head_forward with eps set to NaN after construction", "eps", coda_llama::head_forward(stream, &head, &hx, &ht, &mut hs));
+    detail += &format!("    output untouched after the refused swizzle: {untouched}; dγ2 untouched after the refused backward: {nothing_written}\n");
+    Ok((pass && untouched && nothing_written, detail))
 }
 
 /// Work on another stream that reads a launch's output is ordered after the
