@@ -627,14 +627,21 @@ fn head_grads(device: &CudaDevice, [gamma, w, x, targets]: [Arg<'_>; 4], eps: f3
 
 /// The tail's mean loss as a differentiable candle op of `x`, `gamma` and
 /// `w` (a [`CustomOp3`]; `targets`, `eps`, the loss variant and the chunk size ride along):
-/// its forward runs [`head_forward_backward`] and keeps the gradients, which
-/// its backward scales by the loss's gradient, as fused-loss kernels do.
+/// its forward runs [`head_forward_backward`] and keeps the gradients (until
+/// the loss tensor is dropped), which its backward scales by the loss's
+/// gradient, as fused-loss kernels do. Where none of the three is tracked
+/// (evaluation) it is [`head_forward`]'s mean: no chunks, no gradients.
 pub fn head_loss(x: &Tensor, targets: &Tensor, h: &HeadWeights, chunk_rows: usize) -> Result<Tensor> {
     // Candle refuses mixed devices before the op sees its arguments: refuse them by name first.
     for (name, t) in [("gamma", &h.gamma), ("w", &h.w), ("targets", targets)] {
         if !t.device().same_device(x.device()) {
             return Err(refuse(name, format!("is on {:?}, `x` on {:?}", t.device().location(), x.device().location())));
         }
+    }
+    if ![x, &h.gamma, &h.w].iter().any(|t| t.track_op()) {
+        // The chunk size is refused here as the differentiable path refuses it.
+        HeadBackwardState::buffer_rows(rows("x", x.dims())?, chunk_rows).map_err(coda)?;
+        return Ok(head_forward(h, x, targets)?.mean);
     }
     let op = HeadLossOp { targets: targets.clone(), eps: h.eps, loss: h.loss, chunk_rows, grads: Mutex::new(None) };
     x.apply_op3(&h.gamma, &h.w, op)

@@ -311,7 +311,12 @@ impl HeadCase {
             println!("    {name:<6} {:?} {:?}, bit for bit as head_forward_backward's: {same}", g.dtype(), g.dims());
             pass &= same;
         }
-        Ok(pass)
+        // Untracked inputs (evaluation): the forward alone, `head_forward`'s mean bit for bit.
+        let eval = head_loss(&self.x, &self.targets, &self.h, CHUNK_ROWS)?;
+        let fwd = head_forward(&self.h, &self.x, &self.targets)?.mean;
+        let same = eval.dims().is_empty() && host(&eval)?.iter().zip(host(&fwd)?).all(|(a, b)| a.to_bits() == b.to_bits());
+        println!("    untracked inputs: head_forward's mean bit for bit: {same}");
+        Ok(pass && same)
     }
 }
 

@@ -26,6 +26,9 @@ tune)
   ;;
 bench)
   cp "${CACHE:?CACHE: the tuning.json of STEP=tune}" "$o/tuning.json"
+  # coda-candle's GPU test (main's, with session 38's forward-only head_loss case).
+  xz -dc .device/candle-gpu.xz > /tmp/m/candle-gpu && chmod +x /tmp/m/candle-gpu
+  timeout 120 coda-candle/run-gpu-test.sh /tmp/m/candle-gpu > "$o/candle.log" 2>&1; echo "candle exit $? at $(el) s"; tail -3 "$o/candle.log"
   for run in plain searched plain searched; do
     if [[ $run == searched ]]; then export CODA_TUNE_CACHE="$o/tuning.json"; else export CODA_TUNE_CACHE=/tmp/none.json; fi
     timeout $((540 - $(el))) scripts/device-run.sh /tmp/m/coda bench --part llama --quick --json "$o/bench-$run-$(el).json" > "$o/bench-$run-$(el).log" 2>&1
