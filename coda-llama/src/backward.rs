@@ -42,13 +42,17 @@ impl BlockConfig {
 pub enum WeightGrad<B, F> {
     Bf16(B),
     F32(F),
+    /// A frozen weight: its gradient is not computed (one cuBLAS GEMM of the
+    /// backward's four fewer; [`BlockConfig::backward_launches`] counts all four).
+    Frozen,
 }
 
 impl<B: TensorMut<bf16>, F: TensorMut<f32>> WeightGrad<B, F> {
-    fn tensor(&self) -> &dyn AnyTensor {
+    fn tensor(&self) -> Option<&dyn AnyTensor> {
         match self {
-            WeightGrad::Bf16(t) => t,
-            WeightGrad::F32(t) => t,
+            WeightGrad::Bf16(t) => Some(t),
+            WeightGrad::F32(t) => Some(t),
+            WeightGrad::Frozen => None,
         }
     }
 
@@ -56,6 +60,7 @@ impl<B: TensorMut<bf16>, F: TensorMut<f32>> WeightGrad<B, F> {
         match self {
             WeightGrad::Bf16(t) => blas.weight_grad(stream, dy, x, t, false),
             WeightGrad::F32(t) => blas.weight_grad(stream, dy, x, t, false),
+            WeightGrad::Frozen => Ok(()),
         }
     }
 }
@@ -69,6 +74,7 @@ impl WeightGrad<Tensor<bf16>, Tensor<f32>> {
         match self {
             WeightGrad::Bf16(t) => t.poison(),
             WeightGrad::F32(t) => t.poison(),
+            WeightGrad::Frozen => Ok(()),
         }
     }
 }
@@ -274,12 +280,14 @@ impl<S: Storage> BlockGrads<S> {
         let (d, f) = (c.hidden, c.ffn);
         shaped("dattn", &self.dattn, &[m, c.attn_width()])?;
         shaped("dx0", &self.dx0, &[m, d])?;
-        shaped("dwo", self.dwo.tensor(), &[d, c.attn_width()])?;
         shaped("dgamma1", &self.dgamma1, &[d])?;
-        shaped("dw_gate_up", self.dw_gate_up.tensor(), &[2 * f, d])?;
-        shaped("dw_down", self.dw_down.tensor(), &[d, f])?;
         shaped("dgamma2", &self.dgamma2, &[d])?;
-        shaped("dw_qkv", self.dw_qkv.tensor(), &[c.qkv_width(), d])?;
+        let weights = [("dwo", &self.dwo, [d, c.attn_width()]), ("dw_gate_up", &self.dw_gate_up, [2 * f, d]), ("dw_down", &self.dw_down, [d, f]), ("dw_qkv", &self.dw_qkv, [c.qkv_width(), d])];
+        for (name, g, dims) in weights {
+            if let Some(t) = g.tensor() {
+                shaped(name, t, &dims)?;
+            }
+        }
         c.check_qk_vectors(self.qk_norm.as_ref())
     }
 }

@@ -115,7 +115,9 @@ pub fn block_forward(
 
 /// The block backward on PyTorch's current stream of `device`: `saved`, the
 /// forward's state in [`SAVED`]'s order; `work` (scratch) in [`WORK`]'s and
-/// `grads` (written) in [`GRADS`]'.
+/// `grads` (written) in [`GRADS`]'; `frozen` says, for `dwo`, `dw_gate_up`,
+/// `dw_down` and `dw_qkv` in that order, which are not computed (their
+/// tensors in `grads` are then not read or written).
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 pub fn block_backward(
@@ -130,6 +132,7 @@ pub fn block_backward(
     dqkv: Bound<'_, PyAny>,
     work: Vec<Bound<'_, PyAny>>,
     grads: Vec<Bound<'_, PyAny>>,
+    frozen: [bool; 4],
 ) -> PyResult<()> {
     let c = self::config(py, config)?;
     let on = current_stream(py, device)?;
@@ -164,8 +167,9 @@ pub fn block_backward(
         let f = |i: usize| raw::<f32>(&s, grad_names[i], &gr[i]);
         let qk = if c.qk_norm { Some(QkNorm { q: f(8)?, k: f(9)? }) } else { None };
         // The weight matrices' gradients in the weights' bf16, the norm weights' in f32.
-        let w = |i: usize| b(i).map(WeightGrad::Bf16);
-        let mut g = BlockGrads::<Borrowed>::from_parts(&c, b(0)?, b(1)?, w(2)?, f(3)?, w(4)?, w(5)?, f(6)?, w(7)?, qk)?;
+        let w = |i: usize, frozen: bool| if frozen { Ok(WeightGrad::Frozen) } else { b(i).map(WeightGrad::Bf16) };
+        let [fo, fgu, fd, fqkv] = frozen;
+        let mut g = BlockGrads::<Borrowed>::from_parts(&c, b(0)?, b(1)?, w(2, fo)?, f(3)?, w(4, fgu)?, w(5, fd)?, f(6)?, w(7, fqkv)?, qk)?;
         let attn = raw::<bf16>(&s, "attn", &inputs[0])?;
         let pos = raw::<f32>(&s, "pos", &inputs[1])?;
         let dx2 = raw::<bf16>(&s, "dx2", &inputs[2])?;

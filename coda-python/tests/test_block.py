@@ -154,6 +154,29 @@ class BlockOp(unittest.TestCase):
         self.assertTrue(torch.equal(blk.w_qkv[-c.kv_heads * hd:], ck["wv"]))
         self.assertTrue(torch.equal(blk.w_qkv[:hd].sort(0).values, ck["wq"][:hd].sort(0).values))
 
+    def test_frozen_weights_get_no_gradient_gemm(self):
+        """Weight matrices that do not require grad (frozen, as in partial
+        fine-tuning) get no gradient and no cuBLAS GEMM; every other
+        gradient is the full backward's bit for bit."""
+        def run(frozen):
+            leaves = [t.detach().clone().requires_grad_(i - 2 not in frozen) for i, t in enumerate([self.attn, self.x0] + self.weights)]
+            x2, qkv = block(leaves[0], leaves[1], self.pos, leaves[2:], self.c, self.freq)
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                torch.autograd.backward([x2, qkv], [self.dx2, self.dqkv])
+                torch.cuda.synchronize()
+            gemms = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA and ("gemm" in e.name.lower() or "sm90_xmma" in e.name)]
+            return [t.grad for t in leaves], gemms
+
+        full, full_gemms = run(())
+        part, part_gemms = run((0, 3))  # wo and w_down
+        names = ["attn", "x0", "wo", "gamma1", "w_gate_up", "w_down", "gamma2", "w_qkv", "q_norm", "k_norm"]
+        for i, (name, a, b) in enumerate(zip(names, full, part)):
+            if i - 2 in (0, 3):
+                self.assertIsNone(b, f"{name} is frozen")
+            else:
+                self.assertTrue(torch.equal(a, b), f"{name} differs from the full backward's")
+        print(f"  kernels named like cuBLAS GEMMs: {len(full_gemms)} full, {len(part_gemms)} with two weights frozen")
+
     def test_from_checkpoint_refuses_a_weight_of_another_shape(self):
         c = self.c
         d, f, hd = c.hidden, c.ffn, c.head_dim

@@ -97,6 +97,7 @@ pub fn backward_case(
         let w = |t: &WeightGrad<Tensor<bf16>, Tensor<f32>>| match t {
             WeightGrad::Bf16(t) => b(t),
             WeightGrad::F32(t) => s(t),
+            WeightGrad::Frozen => Ok(vec![]),
         };
         let mut out = vec![
             b(&bs.dz2)?, s(&bs.s2)?, b(&bs.dh2)?, b(&bs.xg2)?, b(&bs.dz1)?, s(&bs.s1)?, b(&bs.xg1)?, b(&g.dx0)?, b(&g.dattn)?,

@@ -227,8 +227,32 @@ fn bad_inputs_are_errors(stream: &Stream) -> Result<(bool, String), Error> {
     expect("head_backward after the loss changed", "fwd", coda_llama::head_backward(stream, &head, &hx, &ht, &hs, &mut hbs, &mut hg));
     head.eps = f32::NAN;
     expect("head_forward with eps set to NaN after construction", "eps", coda_llama::head_forward(stream, &head, &hx, &ht, &mut hs));
+    // Frozen weights: their gradient GEMMs are not run, and every other
+    // gradient is the full backward's bit for bit.
+    let dx2 = Tensor::from_host(stream, &rng.bf16s(300 * qk.hidden, -1.0, 1.0), &[300, qk.hidden])?;
+    let dqkv = Tensor::from_host(stream, &rng.bf16s(300 * qk.qkv_width(), -1.0, 1.0), &[300, qk.qkv_width()])?;
+    coda_llama::block_backward(stream, &qk_w, &qk_state, &attn, &pos, &dx2, &dqkv, &mut bs, &mut g)?;
+    let mut frozen = coda_llama::BlockGrads::new(stream, &qk, 300)?;
+    (frozen.dwo, frozen.dw_down) = (coda_llama::WeightGrad::Frozen, coda_llama::WeightGrad::Frozen);
+    let before = stream.launches().blas;
+    coda_llama::block_backward(stream, &qk_w, &qk_state, &attn, &pos, &dx2, &dqkv, &mut bs, &mut frozen)?;
+    let blas_launches = stream.launches().blas - before;
+    let bits = |t: &Tensor<bf16>| t.to_host().map(|v| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
+    let fbits = |t: &Tensor<f32>| t.to_host().map(|v| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
+    // `BlockGrads::new` keeps the weights' gradients in f32.
+    let fg = |w: &coda_llama::WeightGrad<Tensor<bf16>, Tensor<f32>>| match w {
+        coda_llama::WeightGrad::F32(t) => fbits(t),
+        _ => Ok(vec![]),
+    };
+    let same = bits(&frozen.dx0)? == bits(&g.dx0)?
+        && bits(&frozen.dattn)? == bits(&g.dattn)?
+        && fbits(&frozen.dgamma1)? == fbits(&g.dgamma1)?
+        && fg(&frozen.dw_qkv)? == fg(&g.dw_qkv)?
+        && fg(&frozen.dw_gate_up)? == fg(&g.dw_gate_up)?;
+    let frozen_ok = blas_launches == 2 && same;
+    detail += &format!("    frozen wo and down: {blas_launches} cuBLAS launches (2 expected), other gradients bit for bit: {same}\n");
     detail += &format!("    output untouched after the refused swizzle: {untouched}; dγ2 untouched after the refused backward: {nothing_written}\n");
-    Ok((pass && untouched && nothing_written, detail))
+    Ok((pass && untouched && nothing_written && frozen_ok, detail))
 }
 
 /// Work on another stream that reads a launch's output is ordered after the

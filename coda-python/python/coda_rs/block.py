@@ -188,6 +188,7 @@ def _backward(
     qkv: torch.Tensor,
     z2: torch.Tensor,
     qk_gamma: torch.Tensor,
+    frozen: list[bool],
     hidden: int,
     ffn: int,
     heads: int,
@@ -198,11 +199,9 @@ def _backward(
     qk_norm: bool,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     (m, device), d, f = _rows("x1", x1), hidden, ffn
-    qw, aw = (heads + 2 * kv_heads) * head_dim, heads * head_dim
     e = lambda *shape, dtype=_BF16: torch.empty(shape, dtype=dtype, device=x1.device)  # noqa: E731
-    work = [e(m, qw), e(m, dtype=_F32), e(m, d), e(m, d), e(m, 2 * f), e(m, dtype=_F32), e(m, d)]
-    # Weight matrices' gradients in bf16 (the GEMM rounds its f32 sum once), the norm weights' in f32.
-    grads = [e(m, aw), e(m, d), e(d, aw), e(d, dtype=_F32), e(2 * f, d), e(d, f), e(d, dtype=_F32), e(qw, d)]
+    work = [e(m, (heads + 2 * kv_heads) * head_dim), e(m, dtype=_F32), e(m, d), e(m, d), e(m, 2 * f), e(m, dtype=_F32), e(m, d)]
+    grads = _backward_grads(e, m, frozen, hidden, ffn, heads, kv_heads, head_dim)
     # QK-norm's weight gradients (empty without it).
     dqk = [e(head_dim, dtype=_F32), e(head_dim, dtype=_F32)] if qk_norm else [e(0, dtype=_F32), e(0, dtype=_F32)]
     with torch.cuda.device(device):
@@ -217,19 +216,27 @@ def _backward(
             dqkv.detach(),
             work,
             grads + (dqk if qk_norm else []),
+            frozen,
         )
     return tuple(grads + dqk)
 
 
 @_backward.register_fake
 def _(attn, pos, dx2, dqkv, wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, freq, q_norm, k_norm, x1, r1, z1, y1, x2, r2, qkv, z2, qk_gamma,
-      hidden, ffn, heads, kv_heads, head_dim, eps, rope_theta, qk_norm):
-    m, d, f = x1.shape[0], hidden, ffn
-    qw, aw = (heads + 2 * kv_heads) * head_dim, heads * head_dim
+      frozen, hidden, ffn, heads, kv_heads, head_dim, eps, rope_theta, qk_norm):
     e = lambda *shape, dtype=_BF16: x1.new_empty(shape, dtype=dtype)  # noqa: E731
     n = head_dim if qk_norm else 0
-    return (e(m, aw), e(m, d), e(d, aw), e(d, dtype=_F32), e(2 * f, d), e(d, f), e(d, dtype=_F32), e(qw, d), e(n, dtype=_F32),
-            e(n, dtype=_F32))
+    return tuple(_backward_grads(e, x1.shape[0], frozen, hidden, ffn, heads, kv_heads, head_dim)) + (e(n, dtype=_F32), e(n, dtype=_F32))
+
+
+def _backward_grads(e, m, frozen, hidden, ffn, heads, kv_heads, head_dim):
+    """The backward's gradient tensors from ``e(*shape, dtype=…)``: the weight
+    matrices' in bf16 (the GEMM rounds its f32 sum once; empty where
+    ``frozen``, for ``wo``, ``w_gate_up``, ``w_down``, ``w_qkv``), the norm weights' in f32."""
+    d, f, qw, aw = hidden, ffn, (heads + 2 * kv_heads) * head_dim, heads * head_dim
+    fo, fgu, fd, fqkv = frozen
+    w = lambda frozen, *shape: e(0) if frozen else e(*shape)  # noqa: E731
+    return [e(m, aw), e(m, d), w(fo, d, aw), e(d, dtype=_F32), w(fgu, 2 * f, d), w(fd, d, f), e(d, dtype=_F32), w(fqkv, qw, d)]
 
 
 def _setup_context(ctx, inputs, output):
@@ -248,11 +255,14 @@ def _grad(ctx, dx2, dqkv, *_intermediates):
     # An output unused by the loss has no gradient; the kernels want dense ones.
     dx2 = torch.zeros_like(x2) if dx2 is None else dx2.contiguous()
     dqkv = torch.zeros_like(qkv) if dqkv is None else dqkv.contiguous()
+    # A weight matrix nothing differentiates (frozen) gets no gradient GEMM.
+    frozen = [not ctx.needs_input_grad[i] for i in (3, 5, 6, 8)]
     dattn, dx0, dwo, dg1, dwgu, dwd, dg2, dwqkv, dqn, dkn = torch.ops.coda_rs.block_backward(
         attn, pos, dx2, dqkv, wo, gamma1, w_gate_up, w_down, gamma2, w_qkv, freq, q_norm, k_norm, x1, r1, z1, y1, x2, r2, qkv, z2, qk_gamma,
-        *ctx.config
+        frozen, *ctx.config
     )
-    like = lambda g, w: None if w is None else g.to(w.dtype)  # noqa: E731
+    dwo, dwgu, dwd, dwqkv = (None if skip else g for skip, g in zip(frozen, (dwo, dwgu, dwd, dwqkv)))
+    like = lambda g, w: None if w is None or g is None else g.to(w.dtype)  # noqa: E731
     weights = (like(dwo, wo), like(dg1, gamma1), like(dwgu, w_gate_up), like(dwd, w_down), like(dg2, gamma2), like(dwqkv, w_qkv))
     return (dattn, dx0, None) + weights + (None, like(dqn, q_norm), like(dkn, k_norm)) + (None,) * 8
 
@@ -268,7 +278,8 @@ def block(attn, x0, pos, weights, config, freq=None):
     ``weights`` = ``(wo, gamma1, w_gate_up, w_down, gamma2, w_qkv)`` in the
     kernels' layout, and ``q_norm, k_norm`` after them with QK-norm;
     ``config`` a ``BlockConfig``, ``freq`` its ``rope_freq`` (made here if
-    not given). Differentiable in ``attn``, ``x0`` and the weights."""
+    not given). Differentiable in ``attn``, ``x0`` and the weights; a
+    weight matrix that does not require grad gets no gradient GEMM."""
     want, names = (8, _WEIGHT_NAMES + ", q_norm, k_norm") if config.qk_norm else (6, _WEIGHT_NAMES)
     if len(weights) != want:
         raise argument_error("weights", f"{len(weights)} given, want {want}: ({names})")
