@@ -3,16 +3,11 @@
 use coda_runtime::Stream;
 
 /// One check: what was looked for, what was found, and the fix if it failed.
-fn report(what: &str, found: Result<String, String>) -> bool {
+fn report(what: &str, found: Result<String, String>) -> Result<bool, String> {
     match found {
-        Ok(s) => {
-            println!("ok    {what}: {s}");
-            true
-        }
-        Err(fix) => {
-            println!("FAIL  {what}: {fix}");
-            false
-        }
+        Ok(s) => crate::out(&format!("ok    {what}: {s}\n")).map(|()| true),
+        // The libraries' messages start with where they come from.
+        Err(fix) => crate::out(&format!("FAIL  {what}: {}\n", fix.strip_prefix("coda: ").unwrap_or(&fix))).map(|()| false),
     }
 }
 
@@ -23,18 +18,20 @@ pub fn run() -> Result<(), String> {
     ok &= report(
         "CUDA driver (libcuda.so)",
         if driver { Ok("loadable".into()) } else { Err("not found: install the NVIDIA driver (R580 or newer for CUDA 13)".into()) },
-    );
-    if driver {
+    )?;
+    if !driver {
+        report("GPU 0", Err("not checked (no driver)".into()))?;
+    } else {
         let gpu = Stream::new(0);
         ok &= report(
             "GPU 0",
             gpu.as_ref().map(|s| format!("{}, {} SMs, sm_90", s.device_name(), s.sm_count())).map_err(|e| {
                 format!("{e}; CODA's kernels need an H100 or H200 (sm_90a)")
             }),
-        );
+        )?;
         // Not a failure: every config runs; which is fastest was measured elsewhere.
         if let Some(note) = gpu.ok().and_then(|s| configs_note(s.device_name(), &shipped_gpus())) {
-            println!("note  configs: {note}");
+            crate::out(&format!("note  configs: {note}\n"))?;
         }
     }
     ok &= report(
@@ -43,17 +40,17 @@ pub fn run() -> Result<(), String> {
             let v = tc.version()?;
             Ok(format!("{v} at {}", tc.cuda_home.display()))
         }),
-    );
+    )?;
     // SAFETY: as above.
     let (blas, lt) = unsafe { (cudarc::cublas::sys::is_culib_present(), cudarc::cublaslt::sys::is_culib_present()) };
     let fix = "not on the library path: install the CUDA 13 cuBLAS libraries (e.g. `pip install nvidia-cublas`) and add their lib/ to LD_LIBRARY_PATH";
-    ok &= report("cuBLAS (coda-llama's weight gradients)", if blas { Ok("loadable".into()) } else { Err(fix.into()) });
-    ok &= report("cuBLASLt (the benchmarks' baseline)", if lt { Ok("loadable".into()) } else { Err(fix.into()) });
+    ok &= report("cuBLAS (coda-llama's weight gradients)", if blas { Ok("loadable".into()) } else { Err(fix.into()) })?;
+    ok &= report("cuBLASLt (the benchmarks' baseline)", if lt { Ok("loadable".into()) } else { Err(fix.into()) })?;
     let cache = coda_runtime::tune::cache_path();
-    report(
+    ok &= report(
         "tuning cache",
         cache.map(|p| p.display().to_string()).ok_or_else(|| "no location: set CODA_TUNE_CACHE or HOME".to_string()),
-    );
+    )?;
     if ok { Ok(()) } else { Err("some checks failed (see above)".into()) }
 }
 

@@ -51,16 +51,20 @@ enum Command {
     },
     /// Print the CUTLASS C++ generated for the epilogue programs of a Rust file.
     Emit {
+        /// The Rust file with the `#[coda::epilogue]` programs.
         file: PathBuf,
-        /// Only this program.
+        /// Only the program of this name, or else those whose name contains it.
         #[arg(long)]
         program: Option<String>,
         /// In this config instead of the program's own (e.g. `pp_128x128_c1x2`).
         #[arg(long)]
         config: Option<String>,
-        /// The package name in the launcher symbols.
-        #[arg(long, default_value = "user")]
+        /// The package name in the launcher symbols (as a build of that crate names them).
+        #[arg(long, default_value = "user", value_parser = parse_package)]
         package: String,
+        /// The package version in the launcher symbols.
+        #[arg(long, default_value = "0.1.0")]
+        package_version: String,
     },
     /// List the programs linked into this binary: their compiled configs and
     /// the registers, stack, spills and shared memory ptxas reported.
@@ -72,8 +76,8 @@ enum Command {
     /// store the fastest in the tuning cache (needs an H100/H200; a map
     /// program's K is always 8).
     Tune {
-        /// `M,N,K` (repeatable).
-        #[arg(long, required = true, value_parser = parse_shape)]
+        /// `M,N,K` (repeatable), each in 1..=2^31 − 1.
+        #[arg(long, required = true, value_parser = parse_shape, allow_hyphen_values = true)]
         shape: Vec<Problem>,
         /// Only the program of this name, or else those whose name contains it.
         #[arg(long)]
@@ -113,16 +117,43 @@ fn suite_programs(part: Part) -> Result<Vec<(&'static str, &'static Kernel, coda
 enum ToolchainAction {
     /// Install the pinned nvcc and CUTLASS wheels with pip (default: the per-user location builds look in).
     Install {
+        /// Where to install (default: the per-user location builds look in).
         #[arg(long)]
         dest: Option<PathBuf>,
     },
 }
 
+/// `M,N,K`, each a whole number the GEMM and the tuner's buffers take
+/// (`tune::check_problem`), checked before a GPU is looked for.
 fn parse_shape(s: &str) -> Result<Problem, String> {
-    let v: Vec<usize> = s.split(',').map(|x| x.trim().parse::<usize>()).collect::<Result<_, _>>().map_err(|e| e.to_string())?;
-    match v[..] {
-        [m, n, k] => Ok(Problem { m, n, k }),
-        _ => Err(format!("`{s}` is not M,N,K")),
+    let bad = || format!("`{s}` is not M,N,K: three comma-separated whole numbers, e.g. 4096,4096,4096");
+    let v: Vec<usize> = s.split(',').map(|x| x.trim().parse::<usize>()).collect::<Result<_, _>>().map_err(|_| bad())?;
+    let [m, n, k] = v[..] else { return Err(bad()) };
+    let p = Problem { m, n, k };
+    tune::check_problem(p).map_err(|e| match e {
+        coda_runtime::Error::Arg { rule, .. } => rule,
+        other => other.to_string(),
+    })?;
+    Ok(p)
+}
+
+/// A package name as cargo takes it (ASCII letters, digits, `-` and `_`):
+/// the launcher symbols carry it.
+fn parse_package(s: &str) -> Result<String, String> {
+    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+        Ok(s.to_string())
+    } else {
+        Err(format!("`{s}` is not a package name: ASCII letters, digits, `-` and `_`"))
+    }
+}
+
+/// Writes `text` to standard output; a reader that closed the pipe (`| head`)
+/// ends the output quietly, as for other command-line tools.
+pub(crate) fn out(text: &str) -> Result<(), String> {
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        other => other.map_err(|e| format!("writing the output: {e}")),
     }
 }
 
@@ -144,7 +175,8 @@ fn main() -> ExitCode {
     match run(Cli::parse().command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("coda: {e}");
+            // Messages of the libraries already say where they come from.
+            eprintln!("coda: {}", e.strip_prefix("coda: ").unwrap_or(&e));
             ExitCode::FAILURE
         }
     }
@@ -157,8 +189,11 @@ fn gpu() -> Result<Stream, String> {
 fn run(command: Command) -> Result<(), String> {
     match command {
         Command::Bench { quick, part, json, svg, program } => bench(quick, part, json, svg, program.as_deref()),
-        Command::Emit { file, program, config, package } => emit(&file, program.as_deref(), config.as_deref(), &package),
+        Command::Emit { file, program, config, package, package_version } => {
+            emit(&file, program.as_deref(), config.as_deref(), &package, &package_version)
+        }
         Command::Inspect { filter } => {
+            let mut text = String::new();
             for k in picked(kernels(), |k| k.name(), filter.as_deref(), "FILTER")? {
                 let ops = k.operands();
                 let operands = if ops.is_default() {
@@ -169,36 +204,35 @@ fn run(command: Command) -> Result<(), String> {
                     format!(" of {} × {} operands{scaled}{fast}", ops.a.rust_name(), ops.b.rust_name())
                 };
                 let kind = if k.is_map() { "map program" } else { "GEMM epilogue" };
-                println!("{} ({kind}{operands}, {})", k.name(), k.toolchain());
+                text += &format!("{} ({kind}{operands}, {})\n", k.name(), k.toolchain());
                 let w = k.work();
-                println!(
-                    "    per element: tile loads {} B, stores {} B, {} SFU and {} ALU operations",
+                text += &format!(
+                    "    per element: tile loads {} B, stores {} B, {} SFU and {} ALU operations\n",
                     w.tile_load_bytes, w.store_bytes, w.sfu, w.alu
                 );
                 for (i, v) in k.variants().iter().enumerate() {
                     let own = if i == 0 { " (own)" } else { "" };
-                    println!("    {:<20}{own:<6} key {}  {}", v.config().name(), v.key(), v.ptxas());
+                    text += &format!("    {:<20}{own:<6} key {}  {}\n", v.config().name(), v.key(), v.ptxas());
                 }
             }
-            Ok(())
+            out(&text)
         }
         Command::Tune { shape, program } => {
+            let programs = picked(kernels(), |k| k.name(), program.as_deref(), "--program")?;
             let stream = gpu()?;
-            for k in picked(kernels(), |k| k.name(), program.as_deref(), "--program")? {
+            for k in programs {
                 for &p in &shape {
                     let c = tune::search_and_store(k, &stream, p).map_err(|e| format!("{}: {e}", k.name()))?;
                     let k_run = if k.is_map() { coda_runtime::MAP_K } else { p.k };
-                    println!("{} M={} N={} K={k_run}: {}", k.name(), p.m, p.n, c.describe());
+                    out(&format!("{} M={} N={} K={k_run}: {}\n", k.name(), p.m, p.n, c.describe()))?;
                 }
             }
-            println!("cache: {}", tune::cache_path().map_or("none (no HOME)".into(), |p| p.display().to_string()));
-            Ok(())
+            out(&format!("cache: {}\n", tune::cache_path().map_or("none (no HOME)".into(), |p| p.display().to_string())))
         }
         Command::Doctor => doctor::run(),
         Command::Toolchain { action: ToolchainAction::Install { dest } } => {
             let at = coda_codegen::toolchain::install(dest.as_deref())?;
-            println!("toolchain installed in {}", at.display());
-            Ok(())
+            out(&format!("toolchain installed in {}\n", at.display()))
         }
     }
 }
@@ -209,6 +243,9 @@ fn run(command: Command) -> Result<(), String> {
 /// all without a filter. An error names `arg` when nothing matches.
 fn picked<T>(items: Vec<T>, name: impl Fn(&T) -> &str, filter: Option<&str>, arg: &str) -> Result<Vec<T>, String> {
     let Some(f) = filter else { return Ok(items) };
+    if f.is_empty() {
+        return Err(format!("{arg} is empty: give a program's name or a part of it"));
+    }
     let is = |n: &str| n == f || n.rsplit_once("::").is_some_and(|(_, own)| own == f);
     let exact = items.iter().any(|i| is(name(i)));
     let kept: Vec<T> = items.into_iter().filter(|i| if exact { is(name(i)) } else { name(i).contains(f) }).collect();
@@ -227,6 +264,11 @@ fn bench(quick: bool, part: Part, json: Option<PathBuf>, svg: Option<PathBuf>, p
     let llama = matches!(part, Part::Llama | Part::All);
     let untuned = part != Part::Llama;
     let total = if llama { plan.rows() } else { 0 } + if untuned { programs.len() * plan.op_sizes.len() } else { 0 };
+    // The output files are opened first: a path that cannot be written fails
+    // now, not after the benchmark's minutes of GPU time.
+    // Opened without truncating: a run that fails keeps an earlier file.
+    let create = |p: &PathBuf| std::fs::OpenOptions::new().write(true).create(true).truncate(false).open(p).map_err(|e| format!("{}: {e}", p.display()));
+    let (json_file, svg_file) = (json.as_ref().map(create).transpose()?, svg.as_ref().map(create).transpose()?);
     let stream = gpu()?;
     let gpu = stream.device_name().to_string();
     let bar = indicatif::ProgressBar::new(total as u64).with_style(
@@ -241,15 +283,22 @@ fn bench(quick: bool, part: Part, json: Option<PathBuf>, svg: Option<PathBuf>, p
         if untuned { suite::run_untuned(&stream, &plan, &programs, &mut |_, r| progress(r)).map_err(|e| e.to_string())? } else { vec![] };
     bar.finish_and_clear();
     if llama {
-        print!("{}", suite::table(&rows));
+        out(&suite::table(&rows))?;
     }
     if untuned {
         let which = if part == Part::Heldout { "Held-out suite (coda-user-programs::heldout" } else { "Untuned suite (coda-user-programs" };
-        println!("\n{which}: default build, the default config pair, CODA_TUNE as set):");
-        print!("{}{}", suite::table(&untuned_rows), suite::summary(&untuned_rows));
+        out(&format!("\n{which}: default build, the default config pair, CODA_TUNE as set):\n"))?;
+        out(&format!("{}{}", suite::table(&untuned_rows), suite::summary(&untuned_rows)))?;
     }
-    if let Some(path) = json {
-        let json = serde_json::json!({
+    let write = |file: Option<std::fs::File>, path: &Option<PathBuf>, text: String| -> Result<(), String> {
+        use std::io::Write;
+        match (file, path) {
+            (Some(mut f), Some(p)) => f.set_len(0).and_then(|()| f.write_all(text.as_bytes())).map_err(|e| format!("{}: {e}", p.display())),
+            _ => Ok(()),
+        }
+    };
+    if json.is_some() {
+        let value = serde_json::json!({
             "gpu": gpu,
             // Which programs "untuned" holds: the untuned suite's or the held-out suite's.
             "suite": if part == Part::Heldout { "heldout" } else { "untuned" },
@@ -258,18 +307,16 @@ fn bench(quick: bool, part: Part, json: Option<PathBuf>, svg: Option<PathBuf>, p
             "untuned": untuned_rows,
             "untuned_summary": suite::summary(&untuned_rows),
         });
-        let text = serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?;
-        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+        write(json_file, &json, serde_json::to_string_pretty(&value).map_err(|e| e.to_string())?)?;
     }
-    if let Some(path) = svg {
+    if svg.is_some() {
         let all: Vec<suite::Row> = rows.iter().chain(&untuned_rows).cloned().collect();
-        let svg = chart::draw(&all, &format!("CODA fused ops / bare cuBLASLt GEMMs, {gpu}"))?;
-        std::fs::write(&path, svg).map_err(|e| format!("{}: {e}", path.display()))?;
+        write(svg_file, &svg, chart::draw(&all, &format!("CODA fused ops / bare cuBLASLt GEMMs, {gpu}"))?)?;
     }
     Ok(())
 }
 
-fn emit(file: &PathBuf, program: Option<&str>, config: Option<&str>, package: &str) -> Result<(), String> {
+fn emit(file: &PathBuf, program: Option<&str>, config: Option<&str>, package: &str, version: &str) -> Result<(), String> {
     let config = config.map(Config::from_name).transpose()?;
     // As a build lowers them: every error of the file, names used twice too.
     let programs = coda_codegen::build::lower_files(std::slice::from_ref(file), |_| config.into_iter().collect())?;
@@ -280,15 +327,16 @@ fn emit(file: &PathBuf, program: Option<&str>, config: Option<&str>, package: &s
     if picked.is_empty() {
         return Err(format!("no `#[coda::epilogue]` program in {}", file.display()));
     }
-    for (_, variants, dropped) in picked {
-        let own = &variants[0];
-        if let Some((c, why)) = dropped.first() {
-            return Err(format!("{} cannot take {}: {why}", own.name, c.name()));
-        }
-        let p = if config.is_some() { variants.last().expect("the own config") } else { own };
-        print!("{}", coda_codegen::emit(p, package, env!("CARGO_PKG_VERSION")));
+    // Every program checked before any is printed: no partial output.
+    if let Some((variants, (c, why))) = picked.iter().find_map(|(_, v, dropped)| dropped.first().map(|d| (v, d))) {
+        return Err(format!("{} cannot take {}: {why}", variants[0].name, c.name()));
     }
-    Ok(())
+    let mut text = String::new();
+    for (_, variants, _) in picked {
+        let p = if config.is_some() { variants.last().expect("the own config") } else { &variants[0] };
+        text += &coda_codegen::emit(p, package, version);
+    }
+    out(&text)
 }
 
 #[cfg(test)]
@@ -309,6 +357,24 @@ mod tests {
         assert_eq!(pick(Some("linear")), Ok(vec!["linear"]));
         assert_eq!(pick(None), Ok(names.clone()));
         assert_eq!(pick(Some("swiglu")), Err("--program `swiglu`: no program's name is or contains it".to_string()));
+    }
+
+    /// Shapes and package names are checked when parsed, before a GPU or a
+    /// file is looked at; an empty name filter is refused.
+    #[test]
+    fn arguments_are_checked_when_parsed() {
+        use super::{parse_package, parse_shape};
+        assert_eq!(parse_shape(" 4096, 8192,16 ").map(|p| (p.m, p.n, p.k)), Ok((4096, 8192, 16)));
+        for bad in ["4096x4096x4096", "a,b,c", "1,2", "1,2,3,4", "-1,2,3", ""] {
+            assert!(parse_shape(bad).unwrap_err().contains("three comma-separated whole numbers"), "{bad}");
+        }
+        assert!(parse_shape("0,4096,4096").unwrap_err().contains("must each be in 1..=2^31 − 1"));
+        assert!(parse_shape("2147483648,1,1").unwrap_err().contains("must each be in 1..=2^31 − 1"));
+        assert_eq!(parse_package("my-crate_2"), Ok("my-crate_2".to_string()));
+        for bad in ["", "a::b", "ünï", "a b"] {
+            assert!(parse_package(bad).unwrap_err().contains("is not a package name"), "{bad}");
+        }
+        assert_eq!(picked(vec!["x"], |n| n, Some(""), "FILTER"), Err("FILTER is empty: give a program's name or a part of it".to_string()));
     }
 
     /// Every compiled config of every linked program has ptxas's report of

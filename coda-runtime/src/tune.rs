@@ -395,7 +395,7 @@ impl Buf {
 
 /// A searchable shape: M, N, K in 1..=2^31 − 1 (what a launch takes) and
 /// operand and output sizes that fit in memory arithmetic.
-fn check_problem(Problem { m, n, k }: Problem) -> Result<(), Error> {
+pub fn check_problem(Problem { m, n, k }: Problem) -> Result<(), Error> {
     if ![m, n, k].iter().all(|x| (1..=i32::MAX as usize).contains(x)) {
         return Err(Error::arg("prob", format!("M = {m}, N = {n}, K = {k} must each be in 1..=2^31 − 1")));
     }
