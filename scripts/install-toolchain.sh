@@ -17,8 +17,10 @@ if [[ -f "$stamp" && "$(cat "$stamp")" == "${pins[*]}" && -x "$dest/nvidia/cu13/
   echo "toolchain: already installed in $dest"
   exit 0
 fi
-# Only ever delete a folder an earlier install made.
-if [[ -d "$dest" && ! -f "$stamp" && -n "$(ls -A "$dest")" ]]; then
+# Only ever delete a folder an earlier install made (an interrupted one leaves
+# .coda-installing, removed once the stamp is written).
+installing="$dest/.coda-installing"
+if [[ -d "$dest" && ! -f "$stamp" && ! -f "$installing" && -n "$(ls -A "$dest")" ]]; then
   echo "toolchain: $dest is not empty and holds no earlier toolchain install; set CODA_TOOLCHAIN_DIR to another folder" >&2
   exit 1
 fi
@@ -26,6 +28,7 @@ python="${PYTHON:-python3}"
 command -v "$python" >/dev/null || { echo "toolchain: need python3 with pip to install the CUDA wheels" >&2; exit 1; }
 rm -rf "$dest"
 mkdir -p "$dest"
+: > "$installing"
 echo "toolchain: installing ${pins[*]} into $dest"
 "$python" -m pip install --quiet --disable-pip-version-check --no-deps --target "$dest" "${pins[@]}"
 # cudart's static archive is what kernels link; nvcc finds nvvm/ and crt headers beside itself.
@@ -34,5 +37,6 @@ for f in nvidia/cu13/bin/nvcc nvidia/cu13/lib/libcudart_static.a cutlass_library
 done
 chmod +x "$dest"/nvidia/cu13/bin/* "$dest"/nvidia/cu13/nvvm/bin/* 2>/dev/null || true
 echo "${pins[*]}" > "$stamp"
+rm -f "$installing"
 "$dest/nvidia/cu13/bin/nvcc" --version | tail -2
 echo "toolchain: installed in $dest"

@@ -79,6 +79,16 @@ fn install_dir_with(var: &dyn Fn(&str) -> Option<OsString>) -> Result<PathBuf, S
 /// The stamp an install leaves: the pin set it installed.
 const STAMP: &str = ".coda-pins";
 
+/// The marker an install leaves while pip runs, removed with the stamp
+/// written: a folder holding it is an install that did not finish.
+const INSTALLING: &str = ".coda-installing";
+
+/// Whether `dest` was made by an install, finished or not (so an install may
+/// delete it; a folder of anything else is never deleted).
+fn made_by_install(dest: &Path) -> bool {
+    dest.join(STAMP).is_file() || dest.join(INSTALLING).is_file()
+}
+
 /// Installs the pinned wheels into `dest` (default [`install_dir`]) with
 /// `python3 -m pip install --no-deps --target`, as `scripts/install-toolchain.sh`
 /// does, and returns the folder. Does nothing when the stamp there matches the pins.
@@ -91,8 +101,8 @@ pub fn install(dest: Option<&Path>) -> Result<PathBuf, String> {
     {
         return Ok(dest);
     }
-    // Only ever delete a folder an earlier install made.
-    if dest.exists() && !stamp.is_file() && std::fs::read_dir(&dest).is_ok_and(|mut d| d.next().is_some()) {
+    // Only ever delete a folder an earlier install made (an interrupted one included).
+    if dest.exists() && !made_by_install(&dest) && std::fs::read_dir(&dest).is_ok_and(|mut d| d.next().is_some()) {
         return Err(format!(
             "coda: {} is not empty and holds no earlier toolchain install; choose another folder",
             dest.display()
@@ -100,6 +110,8 @@ pub fn install(dest: Option<&Path>) -> Result<PathBuf, String> {
     }
     let _ = std::fs::remove_dir_all(&dest);
     std::fs::create_dir_all(&dest).map_err(|e| format!("coda: cannot create {}: {e}", dest.display()))?;
+    let installing = dest.join(INSTALLING);
+    std::fs::write(&installing, "").map_err(|e| format!("coda: cannot write {}: {e}", installing.display()))?;
     let status = Command::new(std::env::var_os("PYTHON").unwrap_or_else(|| "python3".into()))
         .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps", "--target"])
         .arg(&dest)
@@ -127,6 +139,7 @@ pub fn install(dest: Option<&Path>) -> Result<PathBuf, String> {
     }
     std::fs::write(&stamp, pins.join(" ") + "\n")
         .map_err(|e| format!("coda: cannot write {}: {e}", stamp.display()))?;
+    let _ = std::fs::remove_file(&installing);
     Ok(dest)
 }
 
@@ -169,6 +182,12 @@ impl Toolchain {
                         dir.display(),
                         dir.display(),
                         pins().join(" ")
+                    ));
+                }
+                if dir.join(INSTALLING).is_file() && !dir.join(STAMP).is_file() {
+                    return Err(format!(
+                        "coda: the toolchain install in {} did not finish (interrupted?); run it again. {INSTALL_HINT}",
+                        dir.display()
                     ));
                 }
                 (dir.join("nvidia/cu13"), format!("the toolchain installed in {}", dir.display()))
@@ -292,4 +311,26 @@ pub fn host_build() -> cc::Build {
         b.target(&triple).host(&triple).out_dir(std::env::temp_dir());
     }
     b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A folder an install made, finished (stamp) or interrupted (marker),
+    /// may be replaced by the next install; any other is never deleted.
+    #[test]
+    fn only_folders_an_install_made_may_be_replaced() {
+        let dir = std::env::temp_dir().join(format!("coda-made-by-install-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("notes.txt"), "mine").unwrap();
+        assert!(!made_by_install(&dir));
+        std::fs::write(dir.join(INSTALLING), "").unwrap();
+        assert!(made_by_install(&dir));
+        std::fs::remove_file(dir.join(INSTALLING)).unwrap();
+        std::fs::write(dir.join(STAMP), "pins").unwrap();
+        assert!(made_by_install(&dir));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -272,3 +272,19 @@ fn install_is_idempotent_and_leaves_foreign_folders_alone() {
     assert!(err.contains("not empty"), "{err}");
     assert!(foreign.join("notes.txt").is_file());
 }
+
+/// An install that did not finish (its marker, no stamp) is reported as such
+/// where builds look, not used half-installed.
+#[test]
+fn an_interrupted_install_is_reported_not_used() {
+    let dir = scratch("interrupted");
+    let installed = dir.join("coda-rs/toolchain").join(coda_codegen::toolchain::pin_id());
+    fake_toolkit(&installed.join("nvidia/cu13"), "13.0");
+    fake_cutlass(&installed.join("cutlass_library/source"));
+    write(&installed.join(".coda-installing"), "");
+    let err = Toolchain::find_with(None, None, env(&[("XDG_CACHE_HOME", &dir)])).unwrap_err();
+    assert!(err.contains("did not finish") && err.contains("bash scripts/install-toolchain.sh"), "{err}");
+    write(&installed.join(".coda-pins"), &(coda_codegen::toolchain::pins().join(" ") + "\n"));
+    std::fs::remove_file(installed.join(".coda-installing")).unwrap();
+    Toolchain::find_with(None, None, env(&[("XDG_CACHE_HOME", &dir)])).unwrap();
+}
