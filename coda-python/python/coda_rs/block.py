@@ -30,6 +30,7 @@ epilogue; the weights then take those two as their seventh and eighth.
 Needs PyTorch (``import coda_rs.block`` imports it).
 """
 
+import functools
 import operator
 from dataclasses import dataclass
 from typing import Optional
@@ -90,6 +91,13 @@ def rope_freq(config, device):
     """The per-column RoPE frequencies ``[qkv_width]`` f32 on ``device``
     (0 on the v columns), as the kernels take them."""
     return torch.tensor(_coda.block_rope_freq(config._native()), dtype=_F32, device=device)
+
+
+@functools.lru_cache(maxsize=64)
+def _shared_freq(config, device):
+    """``rope_freq`` made once per (config, device) for ``block`` calls that
+    pass none; only ever read by the kernels."""
+    return rope_freq(config, device)
 
 
 def _keep_f32_freq(module, config):
@@ -277,14 +285,14 @@ def block(attn, x0, pos, weights, config, freq=None):
     """``(x2, qkv)`` of the block for ``attn``, ``x0``, ``pos``;
     ``weights`` = ``(wo, gamma1, w_gate_up, w_down, gamma2, w_qkv)`` in the
     kernels' layout, and ``q_norm, k_norm`` after them with QK-norm;
-    ``config`` a ``BlockConfig``, ``freq`` its ``rope_freq`` (made here if
-    not given). Differentiable in ``attn``, ``x0`` and the weights; a
+    ``config`` a ``BlockConfig``, ``freq`` its ``rope_freq`` (made once
+    per config and device if not given). Differentiable in ``attn``, ``x0`` and the weights; a
     weight matrix that does not require grad gets no gradient GEMM."""
     want, names = (8, _WEIGHT_NAMES + ", q_norm, k_norm") if config.qk_norm else (6, _WEIGHT_NAMES)
     if len(weights) != want:
         raise argument_error("weights", f"{len(weights)} given, want {want}: ({names})")
     if freq is None:
-        freq = rope_freq(config, x0.device)
+        freq = _shared_freq(config, x0.device)
     q_norm, k_norm = weights[6:] if config.qk_norm else (None, None)
     x2, qkv, *_ = torch.ops.coda_rs.block_forward(attn, x0, pos, *weights[:6], freq, q_norm, k_norm, *config._native())
     return x2, qkv
