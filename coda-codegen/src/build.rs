@@ -365,13 +365,13 @@ impl Build {
             set.configs(p)
         };
         // A file listed twice (`src/p.rs` and `./src/p.rs`) is read once.
-        let mut paths: Vec<PathBuf> = vec![];
-        for path in self.files.iter().map(|f| manifest_dir.join(f)) {
-            let same = |p: &PathBuf| std::fs::canonicalize(p).ok().zip(std::fs::canonicalize(&path).ok()).is_some_and(|(a, b)| a == b);
-            if !paths.iter().any(same) {
-                paths.push(path);
-            }
-        }
+        let mut seen = std::collections::HashSet::new();
+        let paths: Vec<PathBuf> = self
+            .files
+            .iter()
+            .map(|f| manifest_dir.join(f))
+            .filter(|p| seen.insert(std::fs::canonicalize(p).unwrap_or_else(|_| p.clone())))
+            .collect();
         for path in &paths {
             cargo(format!("rerun-if-changed={}", path.display()));
         }
