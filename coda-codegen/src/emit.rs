@@ -319,12 +319,6 @@ fn emit_functor(s: &mut String, p: &Program, plan: &Plan, root: NodeId, name: &s
     let _ = writeln!(s, "// {origin}");
     let _ = writeln!(s, "template <class F>\nstruct Compute_{name} {{");
     let _ = writeln!(s, "  CUTLASS_HOST_DEVICE F operator()({params}) const {{");
-    // A half-width value sits duplicated in both slots of its column pair:
-    // compute it once per pair.
-    let widths = p.widths();
-    let half = widths[root] == Width::Half;
-    let step = if half { "i += 2" } else { "++i" };
-    let _ = writeln!(s, "    F out;\n    CUTLASS_PRAGMA_UNROLL\n    for (int i = 0; i < F::kElements; {step}) {{");
     // Inlined nodes reachable from root (stopping at materialized ones), in IR order.
     let mut inline = vec![false; p.nodes.len()];
     let mut stack = p.nodes[root].op.operands();
@@ -334,6 +328,23 @@ fn emit_functor(s: &mut String, p: &Program, plan: &Plan, root: NodeId, name: &s
             stack.extend(p.nodes[id].op.operands());
         }
     }
+    let inline: Vec<NodeId> = (0..p.nodes.len()).filter(|&i| inline[i] && !matches!(p.nodes[i].op, Op::Const(_))).collect();
+    if plan.by_pair {
+        pair_body(s, p, plan, root, &inline);
+    } else {
+        slot_body(s, p, plan, root, &inline);
+    }
+    let _ = writeln!(s, "    }}\n    return out;\n  }}\n}};\n");
+}
+
+/// One slot an iteration, a half-width root once per column pair.
+fn slot_body(s: &mut String, p: &Program, plan: &Plan, root: NodeId, inline: &[NodeId]) {
+    // A half-width value sits duplicated in both slots of its column pair:
+    // compute it once per pair.
+    let widths = p.widths();
+    let half = widths[root] == Width::Half;
+    let step = if half { "i += 2" } else { "++i" };
+    let _ = writeln!(s, "    F out;\n    CUTLASS_PRAGMA_UNROLL\n    for (int i = 0; i < F::kElements; {step}) {{");
     let reference = |id: NodeId| -> String {
         match (plan.value_node[id], &p.nodes[id].op) {
             (Some(evt), _) if id != root => format!("{}[i]", plan.nodes[evt].name),
@@ -350,14 +361,50 @@ fn emit_functor(s: &mut String, p: &Program, plan: &Plan, root: NodeId, name: &s
         Op::Unpair(x, part) => format!("{}[(i & ~1) | {part}]", array(x)),
         _ => expr(op, &reference),
     };
-    for id in (0..p.nodes.len()).filter(|&i| inline[i] && !matches!(p.nodes[i].op, Op::Const(_))) {
+    for &id in inline {
         let _ = writeln!(s, "      float const t{id} = {};", code(&p.nodes[id].op));
     }
     let _ = writeln!(s, "      out[i] = {};", code(&p.nodes[root].op));
     if half {
         let _ = writeln!(s, "      out[i + 1] = out[i];");
     }
-    let _ = writeln!(s, "    }}\n    return out;\n  }}\n}};\n");
+}
+
+/// [`Plan::by_pair`]'s body: one column pair (slots `i`, `i + 1`) an
+/// iteration. A value that differs between the two slots (per column, per
+/// element) is `t<id>[2]`; one the same in both (uniform, per row, per pair)
+/// is computed once.
+fn pair_body(s: &mut String, p: &Program, plan: &Plan, root: NodeId, inline: &[NodeId]) {
+    let widths = p.widths();
+    let two = |id: NodeId| matches!(widths[id], Width::Full | Width::Col);
+    // The value of `id` in slot `j` of the pair.
+    let at = |id: NodeId, j: usize| -> String {
+        match (plan.value_node[id], &p.nodes[id].op) {
+            (Some(evt), _) => format!("{}[{}]", plan.nodes[evt].name, if j == 0 { "i" } else { "i + 1" }),
+            (_, Op::Const(x)) => float_lit(*x),
+            _ if two(id) => format!("t{id}[{j}]"),
+            _ => format!("t{id}"),
+        }
+    };
+    let code = |op: &Op, j: usize| match *op {
+        // Of a `DoubleTile` input, one half of the slot's packed pair.
+        Op::Unpair(x, part) if widths[x] == Width::Double => format!("coda::sm90::pair_half<{part}>({})", at(x, j)),
+        Op::Unpair(x, part) => at(x, part.into()),
+        Op::Pair(a, b) => if j == 0 { at(a, 0) } else { at(b, 1) },
+        _ => expr(op, &|id| at(id, j)),
+    };
+    let _ = writeln!(s, "    F out;\n    CUTLASS_PRAGMA_UNROLL\n    for (int i = 0; i < F::kElements; i += 2) {{");
+    for &id in inline {
+        let op = &p.nodes[id].op;
+        if two(id) {
+            let _ = writeln!(s, "      float const t{id}[2] = {{{}, {}}};", code(op, 0), code(op, 1));
+        } else {
+            let _ = writeln!(s, "      float const t{id} = {};", code(op, 0));
+        }
+    }
+    let op = &p.nodes[root].op;
+    let _ = writeln!(s, "      out[i] = {};", code(op, 0));
+    let _ = writeln!(s, "      out[i + 1] = {};", if two(root) { code(op, 1) } else { "out[i]".to_string() });
 }
 
 fn expr(op: &Op, r: &dyn Fn(NodeId) -> String) -> String {

@@ -13,6 +13,10 @@
 //!   more than once, `unpair`ed (its pairs are read across fragment slots)
 //!   or group-reduced (a node of its own, over the whole subtile); everything else is inlined into its consumer, so element-wise
 //!   code is fused into as few nodes as possible;
+//! - in a group program ([`Plan::by_pair`]) a value used more than once or
+//!   `unpair`ed is a node of its own only where nodes of two different
+//!   stored or reduced values read it: otherwise it is a local of the one
+//!   node that reads it, computed per column pair;
 //! - every other output becomes a store node (TMA tile store, resized
 //!   half/double-width TMA store, row-sum partials);
 //! - with a D, the last node converts D's value to D's element type.
@@ -87,6 +91,15 @@ pub struct Plan {
     pub value_node: Vec<Option<usize>>,
     /// The epilogue subtile (`coda_dsl::smem::subtile`): a group's, a map's, or the builder's.
     pub subtile: smem::Subtile,
+    /// Compute nodes run over the fragment one column pair at a time, each
+    /// with its values used more than once or `unpair`ed as locals. So in a
+    /// group program: there a fragment is a thread's whole subtile (64 slots,
+    /// `coda/group.hpp`), and a node of its own per such value holds a
+    /// 64-slot array live while the next node runs: `qk_norm_rope`'s cos and
+    /// sin beside the normed values spilled 216 bytes in ping-pong, none per
+    /// pair (bench/NOTES.md, session 39). Other programs' fragments are a few
+    /// slots, where a node per value costs no registers.
+    pub by_pair: bool,
 }
 
 pub fn plan(p: &Program) -> Plan {
@@ -100,17 +113,21 @@ pub fn plan(p: &Program) -> Plan {
     let c_input = collective.c;
     let element_epilogue = collective.element;
 
-    // Uses of each IR node, by other nodes and by outputs; which need their own node.
+    // Uses of each IR node, by other nodes and by outputs; which need their
+    // own node: `stored` ones (read by a node that is not a computation:
+    // stores, reductions, a group reduction across threads) and, outside
+    // `by_pair`, `unpair`ed ones (read across slots, or a packed pair load's slot).
     let mut uses = vec![0usize; p.nodes.len()];
-    let mut materialize = vec![false; p.nodes.len()];
+    let mut stored = vec![false; p.nodes.len()];
+    let mut unpaired = vec![false; p.nodes.len()];
     for n in &p.nodes {
         for a in n.op.operands() {
             uses[a] += 1;
         }
-        // `unpair` reads its operand across slots (or a packed pair load's
-        // slot), a group reduction across threads.
-        if let Op::Unpair(a, _) | Op::Group(_, a, _) = n.op {
-            materialize[a] = true;
+        match n.op {
+            Op::Unpair(a, _) => unpaired[a] = true,
+            Op::Group(_, a, _) => stored[a] = true,
+            _ => {}
         }
     }
     for o in &p.outputs {
@@ -121,14 +138,16 @@ pub fn plan(p: &Program) -> Plan {
             | (OutputKind::LsePartial, Op::RowLse(src))
             | (OutputKind::RowMaxPartial, Op::RowMax(src))
             | (OutputKind::ColMaxPartial, Op::ColMax(src))
-            | (OutputKind::PerRow(_), Op::Gather(src, _)) => materialize[*src] = true,
+            | (OutputKind::PerRow(_), Op::Gather(src, _)) => stored[*src] = true,
             (OutputKind::DoubleTile(_), Op::Pair(a, b)) => {
-                materialize[*a] = true;
-                materialize[*b] = true;
+                stored[*a] = true;
+                stored[*b] = true;
             }
-            _ => materialize[o.value] = true,
+            _ => stored[o.value] = true,
         }
     }
+    let by_pair = p.group_size().is_some();
+    let own_node = if by_pair { own_nodes_by_pair(p, &uses, &stored) } else { own_nodes(p, &uses, &stored, &unpaired) };
     let widths = p.widths();
     let (subtile, pairs_staged) = {
         let inputs: Vec<InputKind> = p.inputs.iter().map(|i| i.kind).collect();
@@ -191,11 +210,12 @@ pub fn plan(p: &Program) -> Plan {
                 None,
                 format!("line {}: `{}`, {}(…, {size})", node.line, node.name.as_deref().unwrap_or("(expression)"), op.name()),
             ),
-            Op::Const(_) if !materialize[id] => continue,
+            // Constants are literals where read, but for a stored one (and, outside `by_pair`, an `unpair`ed one).
+            Op::Const(_) if !stored[id] && (by_pair || !unpaired[id]) => continue,
             // Reductions, gathers and double-width pairs are store nodes, below.
             Op::RowSum(_) | Op::ColSum(_) | Op::RowLse(_) | Op::RowMax(_) | Op::ColMax(_) | Op::Gather(..) => continue,
             Op::Pair(..) if widths[id] == Width::Double => continue,
-            _ if materialize[id] || uses[id] > 1 => (
+            _ if own_node[id] => (
                 EvtKind::Compute { root: id },
                 None,
                 format!("line {}: `{}`", node.line, node.name.as_deref().unwrap_or("(expression)")),
@@ -281,7 +301,43 @@ pub fn plan(p: &Program) -> Plan {
         d_tensor,
         value_node,
         subtile,
+        by_pair,
     }
+}
+
+/// The values that are compute nodes of their own: stored, `unpair`ed or used more than once.
+fn own_nodes(p: &Program, uses: &[usize], stored: &[bool], unpaired: &[bool]) -> Vec<bool> {
+    (0..p.nodes.len()).map(|id| stored[id] || unpaired[id] || uses[id] > 1).collect()
+}
+
+/// [`Plan::by_pair`]'s: the stored values, and those read (through inlined
+/// values) by the nodes of two or more of them, each computed once; the
+/// rest are locals of the one node that reads them. Walks consumers before
+/// operands (IR order is topological).
+fn own_nodes_by_pair(p: &Program, uses: &[usize], stored: &[bool]) -> Vec<bool> {
+    let n = p.nodes.len();
+    let mut own = stored.to_vec();
+    // For an inlined value, the node (an IR id) whose functor computes it.
+    let mut owner: Vec<Option<NodeId>> = vec![None; n];
+    let mut users: Vec<Vec<NodeId>> = vec![vec![]; n];
+    for (id, node) in p.nodes.iter().enumerate() {
+        for a in node.op.operands() {
+            users[a].push(id);
+        }
+    }
+    for id in (0..n).rev() {
+        if own[id] || uses[id] == 0 || matches!(p.nodes[id].op, Op::Input(_) | Op::Const(_)) {
+            continue;
+        }
+        let mut owners = users[id].iter().filter_map(|&u| if own[u] { Some(u) } else { owner[u] });
+        let first = owners.next();
+        if owners.all(|o| Some(o) == first) {
+            owner[id] = first;
+        } else {
+            own[id] = true;
+        }
+    }
+    own
 }
 
 /// The materialized EVT nodes a compute node of `root` reads, in node order.

@@ -308,12 +308,13 @@ pub fn qk_norm_rope_backward(dy: Tile<bf16>, z: Tile<bf16>, pos: PerRow<f32>, fr
     let s = sin(angle);
     let dn = pair(g0 * c + g1 * s, g1 * c - g0 * s);
     let rho = rsqrt(group_mean(z * z, 128) + eps);
-    let zhat = z * rho;
-    let dzhat = dn * gamma;
-    let dzq = rho * (dzhat - zhat * group_mean(dzhat * zhat, 128));
+    // ẑ · mean(dn γ ẑ) = z · ρ² mean(dn (γ z)): formed from dn and z alone,
+    // so no ẑ or dn γ is held across the reduction beside them.
+    let k = rho * rho * group_mean(dn * (gamma * z), 128);
+    let dzq = rho * (dn * gamma - z * k);
     let dz = select(freq, dzq, dn);
     let dot = row_sum(dz * z);
-    let dgamma = col_sum(select(freq, dn * zhat, 0.0));
+    let dgamma = col_sum(select(freq, dn * (z * rho), 0.0));
     (dz, dot, dgamma)
 }
 
