@@ -96,7 +96,7 @@ pub struct Plan {
     /// group program: there a fragment is a thread's whole subtile (64 slots,
     /// `coda/group.hpp`), and a node of its own per such value holds a
     /// 64-slot array live while the next node runs: `qk_norm_rope`'s cos and
-    /// sin beside the normed values spilled 216 bytes in ping-pong, none per
+    /// sin beside the normed values spilled 460 bytes in ping-pong, 88 per
     /// pair (bench/NOTES.md, session 39). Other programs' fragments are a few
     /// slots, where a node per value costs no registers.
     pub by_pair: bool,
