@@ -400,3 +400,44 @@ impl Names {
         name
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn compute_nodes(source: &str) -> Vec<String> {
+        let programs = coda_dsl::lower_file(&syn::parse_file(source).expect("valid Rust")).expect("lowers");
+        let plan = plan(&programs[0]);
+        plan.nodes.iter().filter(|n| matches!(n.kind, EvtKind::Compute { .. })).map(|n| n.name.clone()).collect()
+    }
+
+    /// `n` is read by the nodes of two stored values (`y` and the row sum's
+    /// source) and `x` by the group reduction's operand and by `n`: nodes of
+    /// their own. `a`, `b` and `c` (unpaired, or used twice) are read only
+    /// within `y`'s node and `e` only within the row sum's: locals there in
+    /// a group program, nodes of their own in the same program without the
+    /// group reduction.
+    #[test]
+    fn group_programs_keep_values_one_node_reads_as_its_locals() {
+        let program = |n: &str| {
+            format!(
+                "#[coda::epilogue]
+                 pub fn p(acc: Acc) -> (Tile<bf16>, RowPartial<f32>) {{
+                     let x = acc * 2.0;
+                     let n = {n};
+                     let (a, b) = unpair(n);
+                     let c = cos(a);
+                     let y = pair(a * c - b * c, a + b);
+                     let e = exp(n);
+                     let t = row_sum(e * n);
+                     (y, t)
+                 }}"
+            )
+        };
+        let grouped = compute_nodes(&program("x * rsqrt(group_mean(x * x, 128) + 0.001)"));
+        assert!(["x", "n", "y"].iter().all(|v| grouped.contains(&v.to_string())), "{grouped:?}");
+        assert!(["a", "b", "c", "e"].iter().all(|v| !grouped.contains(&v.to_string())), "{grouped:?}");
+        let plain = compute_nodes(&program("x * rsqrt(x * x + 0.001)"));
+        assert!(["n", "a", "b", "c", "y"].iter().all(|v| plain.contains(&v.to_string())), "{plain:?}");
+    }
+}
