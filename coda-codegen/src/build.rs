@@ -187,19 +187,20 @@ struct Unit {
     object: PathBuf,
     gen_dir: PathBuf,
     cache: PathBuf,
-    fingerprint: String,
+    /// [`cache::object_fingerprint`], which names the object.
+    objects: String,
 }
 
 impl Unit {
     /// A single config keeps the kernel's own name (`<program>__<config>`), several take the program's.
-    fn new(program: usize, kernels: Vec<Job>, gen_dir: &Path, cache: &Path, fingerprint: &str) -> Unit {
+    fn new(program: usize, kernels: Vec<Job>, gen_dir: &Path, cache: &Path, objects: &str) -> Unit {
         let name = match &kernels[..] {
             [one] => one.name.clone(),
             // Config names have no `__`: the program's name is all before the last.
             _ => kernels[0].name.rsplit_once("__").map_or(kernels[0].name.as_str(), |(program, _)| program).to_string(),
         };
         let src = kernels.iter().map(|k| k.src.as_str()).collect::<Vec<_>>().join("\n");
-        let key = cache::key(fingerprint, &src);
+        let key = cache::key(objects, &src);
         Unit {
             program,
             cu: gen_dir.join(format!("{name}.cu")),
@@ -208,7 +209,7 @@ impl Unit {
             src,
             gen_dir: gen_dir.to_path_buf(),
             cache: cache.to_path_buf(),
-            fingerprint: fingerprint.to_string(),
+            objects: objects.to_string(),
         }
     }
 
@@ -229,7 +230,7 @@ impl Unit {
                 .kernels
                 .iter()
                 .map(|k| {
-                    let alone = Unit::new(self.program, vec![k.clone()], &self.gen_dir, &self.cache, &self.fingerprint);
+                    let alone = Unit::new(self.program, vec![k.clone()], &self.gen_dir, &self.cache, &self.objects);
                     let (_, result) = alone.build(compiler).pop().expect("one kernel");
                     (k, result)
                 })
@@ -418,7 +419,9 @@ impl Build {
             .map_err(|e| format!("coda: cannot set up nvcc: {e}"))?;
         let trees: Vec<PathBuf> = std::iter::once(headers).chain(tc.include_dirs()).collect();
         let env = cache::compiler_env(|k| std::env::var_os(k));
-        let fingerprint = cache::fingerprint(&command_line(&compiler.to_command()), &trees, tc.nvcc_version_text(), &env)?;
+        let command = command_line(&compiler.to_command());
+        let fingerprint = cache::fingerprint(&command, &trees, tc.nvcc_version_text(), &env)?;
+        let objects = cache::object_fingerprint(&fingerprint, &cache::host_compiler(&command, |k| std::env::var_os(k)));
 
         let gen_dir = out_dir.join("coda-gen");
         std::fs::create_dir_all(&gen_dir).map_err(|e| format!("coda: cannot create {}: {e}", gen_dir.display()))?;
@@ -439,9 +442,9 @@ impl Build {
             // config alone, so that each report can be told apart.
             let own_functor = crate::plan::plan(&variants[0]).nodes.iter().any(|n| matches!(n.kind, crate::plan::EvtKind::Compute { .. }));
             if own_functor {
-                units.push(Unit::new(pi, kernels, &gen_dir, &cache, &fingerprint));
+                units.push(Unit::new(pi, kernels, &gen_dir, &cache, &objects));
             } else {
-                units.extend(kernels.into_iter().map(|k| Unit::new(pi, vec![k], &gen_dir, &cache, &fingerprint)));
+                units.extend(kernels.into_iter().map(|k| Unit::new(pi, vec![k], &gen_dir, &cache, &objects)));
             }
         }
         let total = units.len();

@@ -80,6 +80,30 @@ pub fn fingerprint(command: &[OsString], trees: &[PathBuf], nvcc_version: &str, 
     Ok(format!("{:x}", h.finalize()))
 }
 
+/// What names the host compiler nvcc runs for a `command`: its `-ccbin`
+/// (else `NVCC_CCBIN`, as `var` reads it, else nvcc's default, `gcc`) and
+/// what it prints for `--version`, or why that could not be run. The
+/// objects' host code is that compiler's, so a compiler upgraded in place
+/// must not take objects its predecessor built. Their device code is nvcc's
+/// alone, so the kernels' keys, which tuning caches record, leave it out:
+/// it reaches only the objects' names ([`object_fingerprint`]).
+pub fn host_compiler(command: &[OsString], var: impl Fn(&str) -> Option<OsString>) -> String {
+    let ccbin = command.iter().find_map(|a| a.to_str().and_then(|a| a.strip_prefix("-ccbin=")).map(OsString::from));
+    let program = ccbin.or_else(|| var("NVCC_CCBIN").filter(|v| !v.is_empty())).unwrap_or_else(|| "gcc".into());
+    let version = match std::process::Command::new(&program).arg("--version").output() {
+        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).into_owned(),
+        Ok(out) => format!("--version exited with {}: {}", out.status, String::from_utf8_lossy(&out.stderr)),
+        Err(e) => format!("--version could not run: {e}"),
+    };
+    format!("{}\n{version}", program.to_string_lossy())
+}
+
+/// The fingerprint of the compiled objects: the kernels' [`fingerprint`]
+/// and the [`host_compiler`].
+pub fn object_fingerprint(fingerprint: &str, host_compiler: &str) -> String {
+    format!("{:x}", Sha256::new().chain_update(fingerprint).chain_update([0]).chain_update(host_compiler).finalize())
+}
+
 /// Variables that change what nvcc or its host compiler produce without
 /// appearing in the command line.
 pub const COMPILER_ENV: [&str; 8] =

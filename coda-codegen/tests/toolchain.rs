@@ -288,3 +288,37 @@ fn an_interrupted_install_is_reported_not_used() {
     std::fs::remove_file(installed.join(".coda-installing")).unwrap();
     Toolchain::find_with(None, None, env(&[("XDG_CACHE_HOME", &dir)])).unwrap();
 }
+
+/// The host compiler names the objects, not the kernels: its `--version`
+/// text changes the object fingerprint, and a compiler that cannot run is
+/// named by why, not a failed build. The fake compilers are links to
+/// coreutils' `echo` and `true` (a script written here could hit ETXTBSY
+/// when another test thread forks while it is open).
+#[test]
+fn the_host_compiler_reaches_the_objects_names() {
+    let dir = scratch("host");
+    let link = |name: &str, to: &str| {
+        let path = dir.join(name);
+        let _ = std::fs::remove_file(&path);
+        std::os::unix::fs::symlink(to, &path).unwrap();
+        path
+    };
+    let no_env = |_: &str| None;
+    let command = |ccbin: &Path| vec![OsString::from("nvcc"), OsString::from(format!("-ccbin={}", ccbin.display())), OsString::from("-O3")];
+    let cxx = link("c++", "/bin/echo");
+    let before = cache::host_compiler(&command(&cxx), no_env);
+    assert!(before.starts_with(&format!("{}\necho (GNU coreutils)", cxx.display())), "{before}");
+    assert_eq!(before, cache::host_compiler(&command(&cxx), no_env));
+    // The same path, another compiler behind it (an upgrade in place).
+    link("c++", "/bin/true");
+    let after = cache::host_compiler(&command(&cxx), no_env);
+    assert!(after.contains("true (GNU coreutils)"), "{after}");
+    assert_ne!(cache::object_fingerprint("f", &before), cache::object_fingerprint("f", &after));
+    assert_ne!(cache::object_fingerprint("f", &after), cache::object_fingerprint("g", &after));
+    // Without `-ccbin`, `NVCC_CCBIN`; a compiler that is missing is named by the error.
+    let plain = [OsString::from("nvcc")];
+    let from_env = cache::host_compiler(&plain, |k| (k == "NVCC_CCBIN").then(|| cxx.clone().into_os_string()));
+    assert_eq!(from_env, after);
+    let missing = cache::host_compiler(&command(&dir.join("absent")), no_env);
+    assert!(missing.contains("could not run"), "{missing}");
+}

@@ -35,10 +35,10 @@ impl BlockConfig {
 }
 
 /// A weight matrix's gradient `dW = dyᵀ · x`, summed in f32 by cuBLAS and
-/// written (not added to) in f32 (for the caller to add micro-batches up in
-/// f32) or in the
-/// weights' bf16 (rounded once, nothing to convert after; bench/NOTES.md,
-/// session 25).
+/// written in f32 or in the weights' bf16 (rounded once, nothing to convert
+/// after; bench/NOTES.md, session 25); or added to what the tensor holds
+/// ([`BlockGrads::accumulate`], best in f32: a bf16 sum over many
+/// micro-batches rounds at each).
 pub enum WeightGrad<B, F> {
     Bf16(B),
     F32(F),
@@ -56,10 +56,10 @@ impl<B: TensorMut<bf16>, F: TensorMut<f32>> WeightGrad<B, F> {
         }
     }
 
-    fn compute(&mut self, stream: &Stream, blas: &Cublas, dy: &dyn TensorRef<bf16>, x: &dyn TensorRef<bf16>) -> Result<(), Error> {
+    fn compute(&mut self, stream: &Stream, blas: &Cublas, dy: &dyn TensorRef<bf16>, x: &dyn TensorRef<bf16>, accumulate: bool) -> Result<(), Error> {
         match self {
-            WeightGrad::Bf16(t) => blas.weight_grad(stream, dy, x, t, false),
-            WeightGrad::F32(t) => blas.weight_grad(stream, dy, x, t, false),
+            WeightGrad::Bf16(t) => blas.weight_grad(stream, dy, x, t, accumulate),
+            WeightGrad::F32(t) => blas.weight_grad(stream, dy, x, t, accumulate),
             WeightGrad::Frozen => Ok(()),
         }
     }
@@ -95,6 +95,12 @@ pub struct BlockGrads<S: Storage = Owned> {
     pub dw_qkv: WeightGrad<S::Bf16, S::F32>,
     /// QK-norm's weight gradients, `[head_dim]` each, exactly when the config's `qk_norm`.
     pub qk_norm: Option<QkNorm<S::F32>>,
+    /// Whether the backward adds the weights' gradients (the four matrices'
+    /// and the norm weights') to what their tensors hold instead of writing
+    /// them: gradient accumulation over micro-batches, without a pass of
+    /// its own (cuBLAS's `beta = 1`, the column sums' `+=`). `dattn` and
+    /// `dx0` are always written. Off as constructed.
+    pub accumulate: bool,
 }
 
 /// The backward's intermediate tensors, for `tokens` rows, reused across calls.
@@ -269,7 +275,7 @@ impl<S: Storage> BlockGrads<S> {
     ) -> Result<Self, Error> {
         c.check()?;
         let m = tokens_of("dx0", &dx0)?;
-        let g = BlockGrads { dattn, dx0, dwo, dgamma1, dw_gate_up, dw_down, dgamma2, dw_qkv, qk_norm };
+        let g = BlockGrads { dattn, dx0, dwo, dgamma1, dw_gate_up, dw_down, dgamma2, dw_qkv, qk_norm, accumulate: false };
         g.check(c, m)?;
         Ok(g)
     }
@@ -337,6 +343,8 @@ pub fn block_backward<W: Storage, F: Storage, B: Storage, G: Storage>(
     g.check(c, m)?;
     bs.blas.check_stream(stream)?;
     let inv_d = 1.0 / c.hidden as f32;
+    let add = g.accumulate;
+    let col_sums: ColSums = if add { aux::col_sums_add } else { aux::col_sums };
 
     match (&w.qk_norm, &fwd.qk_norm, &mut g.qk_norm) {
         (None, None, None) => rope_backward::launch(
@@ -348,8 +356,9 @@ pub fn block_backward<W: Storage, F: Storage, B: Storage, G: Storage>(
             let args = qk_norm_rope_backward::Args { dy: dqkv, z: &sn.z2, pos, freq, gamma: &sn.gamma, eps: c.eps, dz, dot, dgamma };
             qk_norm_rope_backward::launch(stream, args)?;
             let q_cols = c.heads * c.head_dim;
-            aux::col_sums_grouped(stream, &bs.qk_gamma_partials, 0, c.heads, &mut gn.q)?;
-            aux::col_sums_grouped(stream, &bs.qk_gamma_partials, q_cols, c.kv_heads, &mut gn.k)?;
+            let sums = if add { aux::col_sums_grouped_add } else { aux::col_sums_grouped };
+            sums(stream, &bs.qk_gamma_partials, 0, c.heads, &mut gn.q)?;
+            sums(stream, &bs.qk_gamma_partials, q_cols, c.kv_heads, &mut gn.k)?;
         }
         (wn, sn, _) => {
             // The weights match their config (from_parts): the part that differs from them is named.
@@ -374,12 +383,12 @@ pub fn block_backward<W: Storage, F: Storage, B: Storage, G: Storage>(
             xg: &mut bs.xg2,
         },
     )?;
-    aux::col_sums(stream, &bs.dgamma2_partials, &mut g.dgamma2)?;
-    g.dw_qkv.compute(stream, &bs.blas, &bs.dz2, &bs.xg2)?;
+    col_sums(stream, &bs.dgamma2_partials, &mut g.dgamma2)?;
+    g.dw_qkv.compute(stream, &bs.blas, &bs.dz2, &bs.xg2, add)?;
 
     dswiglu::launch(stream, dswiglu::Args { a: &bs.dh2, b: &w.w_down, z: &fwd.z1, dz: &mut bs.dz1, dot: &mut bs.s1_partials })?;
     aux::row_sums(stream, &bs.s1_partials, inv_d, &mut bs.s1)?;
-    g.dw_down.compute(stream, &bs.blas, &bs.dh2, &fwd.y1)?;
+    g.dw_down.compute(stream, &bs.blas, &bs.dh2, &fwd.y1, add)?;
 
     norm_backward::launch_as(
         stream,
@@ -397,9 +406,12 @@ pub fn block_backward<W: Storage, F: Storage, B: Storage, G: Storage>(
             xg: &mut bs.xg1,
         },
     )?;
-    aux::col_sums(stream, &bs.dgamma1_partials, &mut g.dgamma1)?;
-    g.dw_gate_up.compute(stream, &bs.blas, &bs.dz1, &bs.xg1)?;
+    col_sums(stream, &bs.dgamma1_partials, &mut g.dgamma1)?;
+    g.dw_gate_up.compute(stream, &bs.blas, &bs.dz1, &bs.xg1, add)?;
 
     matmul::launch(stream, matmul::Args { a: &g.dx0, b: &w.wo, y: &mut g.dattn })?;
-    g.dwo.compute(stream, &bs.blas, &g.dx0, attn)
+    g.dwo.compute(stream, &bs.blas, &g.dx0, attn, add)
 }
+
+/// [`aux::col_sums`] or [`aux::col_sums_add`].
+type ColSums = fn(&Stream, &ColPartials, &mut dyn TensorMut<f32>) -> Result<(), Error>;

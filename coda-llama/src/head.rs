@@ -360,6 +360,10 @@ pub struct HeadGrads<S: Storage = Owned> {
     pub dx: S::Bf16,
     pub dgamma: S::F32,
     pub dw: S::F32,
+    /// Whether the backward adds `dgamma` and `dw` to what they hold instead
+    /// of writing them (gradient accumulation over micro-batches); `dx` is
+    /// always written. Off as constructed.
+    pub accumulate: bool,
 }
 
 impl HeadGrads {
@@ -380,7 +384,7 @@ impl<S: Storage> HeadGrads<S> {
         shaped("dx", &dx, &[m, h.hidden()])?;
         shaped("dgamma", &dgamma, &[h.hidden()])?;
         shaped("dw", &dw, &[h.vocab(), h.hidden()])?;
-        Ok(HeadGrads { dx, dgamma, dw })
+        Ok(HeadGrads { dx, dgamma, dw, accumulate: false })
     }
 }
 
@@ -692,7 +696,7 @@ pub fn head_forward_backward<W: Storage, F: Storage, B: Storage, G: Storage>(
 }
 
 /// With a chunk's `dlogits` and `s` written: `dx` and the `dγ` partials of its rows (the norm's backward in the epilogue of
-/// `dlogits · W`), summed into `dγ`, and `dW (+)= dlogitsᵀ · (x̂ ⊙ γ)`.
+/// `dlogits · W`), summed into `dγ`, and `dW (+)= dlogitsᵀ · (x̂ ⊙ γ)` (`+=` after the first chunk or with [`HeadGrads::accumulate`]).
 #[allow(clippy::too_many_arguments)]
 fn input_and_weight_grads<W: Storage, F: Storage, B: Storage, G: Storage>(
     stream: &Stream,
@@ -723,12 +727,14 @@ fn input_and_weight_grads<W: Storage, F: Storage, B: Storage, G: Storage>(
             xg: &mut xg.row_slice_mut(0..n)?,
         },
     )?;
-    if first {
-        aux::col_sums(stream, &c.dgamma_partials, &mut g.dgamma)?;
-    } else {
+    // Each chunk after the first adds; so does the first where the caller accumulates.
+    let add = g.accumulate || !first;
+    if add {
         aux::col_sums_add(stream, &c.dgamma_partials, &mut g.dgamma)?;
+    } else {
+        aux::col_sums(stream, &c.dgamma_partials, &mut g.dgamma)?;
     }
-    blas.weight_grad(stream, dlogits, &xg.row_slice(0..n)?, &mut g.dw, !first)
+    blas.weight_grad(stream, dlogits, &xg.row_slice(0..n)?, &mut g.dw, add)
 }
 
 #[cfg(test)]

@@ -130,13 +130,13 @@ __global__ void max_all_finish(const float* __restrict__ partials, int64_t n, in
 // out[j] = Σ_t Σ_{h < groups} partials[t * n_pad + first + h * g + j] for j < g
 // (t outer, h inner: the order is fixed).
 __global__ void col_group_sum_finish(const float* __restrict__ partials, int64_t n_pad, int64_t m_tiles, int64_t first,
-                                     int64_t groups, int64_t g, float* __restrict__ out) {
+                                     int64_t groups, int64_t g, int accumulate, float* __restrict__ out) {
   int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (j >= g) return;
   float sum = 0.0f;
   for (int64_t t = 0; t < m_tiles; ++t)
     for (int64_t h = 0; h < groups; ++h) sum += partials[t * n_pad + first + h * g + j];
-  out[j] = sum;
+  out[j] = accumulate ? out[j] + sum : sum;
 }
 
 // out[i] = a[i % na] for i < na·ta, then b[(i − na·ta) % nb] for the next
@@ -290,11 +290,11 @@ extern "C" int coda_max_all_finish(const float* partials, int64_t n, int64_t pit
 }
 
 extern "C" int coda_col_group_sum_finish(const float* partials, int64_t n_pad, int64_t m_tiles, int64_t first,
-                                         int64_t groups, int64_t g, float* out, void* stream) {
+                                         int64_t groups, int64_t g, int accumulate, float* out, void* stream) {
   if (stream == nullptr) return int(cudaErrorInvalidResourceHandle);
   clear_pending_error();
   col_group_sum_finish<<<blocks_for(g, 128), 128, 0, static_cast<cudaStream_t>(stream)>>>(partials, n_pad, m_tiles,
-                                                                                          first, groups, g, out);
+                                                                                          first, groups, g, accumulate, out);
   return int(cudaGetLastError());
 }
 

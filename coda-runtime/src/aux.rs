@@ -180,6 +180,22 @@ pub fn max_of_all<K: Maxima>(stream: &Stream, partials: &Partials<K>, out: &mut 
 /// with `g` = `out`'s length, e.g. the gradient of a norm weight shared by
 /// the heads laid side by side in columns `first..first + groups·g`.
 pub fn col_sums_grouped(stream: &Stream, partials: &ColPartials, first: usize, groups: usize, out: &mut dyn TensorMut<f32>) -> Result<(), Error> {
+    col_sums_grouped_into(stream, partials, first, groups, out, false)
+}
+
+/// As [`col_sums_grouped`], adding into `out` (e.g. a gradient summed over micro-batches).
+pub fn col_sums_grouped_add(stream: &Stream, partials: &ColPartials, first: usize, groups: usize, out: &mut dyn TensorMut<f32>) -> Result<(), Error> {
+    col_sums_grouped_into(stream, partials, first, groups, out, true)
+}
+
+fn col_sums_grouped_into(
+    stream: &Stream,
+    partials: &ColPartials,
+    first: usize,
+    groups: usize,
+    out: &mut dyn TensorMut<f32>,
+    accumulate: bool,
+) -> Result<(), Error> {
     let (buf, p) = partials.written("partials")?;
     let g = len(out.as_any());
     if out.dims().len() != 1 || g == 0 {
@@ -200,7 +216,7 @@ pub fn col_sums_grouped(stream: &Stream, partials: &ColPartials, first: usize, g
     disjoint(&[("partials", ptr, buf.bytes(), false), ("out", o, out_bytes, true)])?;
     // SAFETY: every column read, `first + h·g + j < first + groups·g ≤ n ≤ n_pad`, is in the buffer (checked above).
     let code = unsafe {
-        crate::ffi::coda_col_group_sum_finish(ptr as _, n_pad, m_tiles, first as i64, groups as i64, g as i64, o as _, stream.raw())
+        crate::ffi::coda_col_group_sum_finish(ptr as _, n_pad, m_tiles, first as i64, groups as i64, g as i64, accumulate as i32, o as _, stream.raw())
     };
     launched(stream, "coda_col_group_sum_finish", code)
 }

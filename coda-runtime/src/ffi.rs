@@ -75,6 +75,7 @@ unsafe extern "C" {
         first: i64,
         groups: i64,
         g: i64,
+        accumulate: i32,
         out: *mut f32,
         stream: *mut c_void,
     ) -> i32;

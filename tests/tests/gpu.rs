@@ -251,8 +251,60 @@ fn bad_inputs_are_errors(stream: &Stream) -> Result<(bool, String), Error> {
         && fg(&frozen.dw_gate_up)? == fg(&g.dw_gate_up)?;
     let frozen_ok = blas_launches == 2 && same;
     detail += &format!("    frozen wo and down: {blas_launches} cuBLAS launches (2 expected), other gradients bit for bit: {same}\n");
+    // Accumulation: weights' gradients prefilled with random values p come
+    // back as p + g (the column sums' bit for bit, cuBLAS's `beta = 1`
+    // within 1e-5 of the gradient's largest entry and one rounding of the
+    // sum); dx0 and dattn written.
+    let mut acc = coda_llama::BlockGrads::new(stream, &qk, 300)?;
+    let mut prefilled: Vec<Vec<f32>> = vec![];
+    {
+        let mut fill = |t: &mut Tensor<f32>| -> Result<(), Error> {
+            let p: Vec<f32> = (0..t.len()).map(|_| rng.uniform(-1.0, 1.0) as f32).collect();
+            *t = Tensor::from_host(stream, &p, &t.shape().to_vec())?;
+            prefilled.push(p);
+            Ok(())
+        };
+        let n = acc.qk_norm.as_mut().expect("a QK-norm config");
+        fill(&mut n.q)?;
+        fill(&mut n.k)?;
+        fill(&mut acc.dgamma1)?;
+        fill(&mut acc.dgamma2)?;
+        for w in [&mut acc.dwo, &mut acc.dw_gate_up, &mut acc.dw_down, &mut acc.dw_qkv] {
+            let coda_llama::WeightGrad::F32(t) = w else { unreachable!("BlockGrads::new keeps f32 weight gradients") };
+            fill(t)?;
+        }
+    }
+    acc.accumulate = true;
+    coda_llama::block_backward(stream, &qk_w, &qk_state, &attn, &pos, &dx2, &dqkv, &mut bs, &mut acc)?;
+    let f32_of = |w: &coda_llama::WeightGrad<Tensor<bf16>, Tensor<f32>>| match w {
+        coda_llama::WeightGrad::F32(t) => t.to_host(),
+        _ => Ok(vec![]),
+    };
+    let (gn, an) = (g.qk_norm.as_ref().expect("QK-norm"), acc.qk_norm.as_ref().expect("QK-norm"));
+    let sums = [(&gn.q, &an.q), (&gn.k, &an.k), (&g.dgamma1, &acc.dgamma1), (&g.dgamma2, &acc.dgamma2)];
+    let mut sums_exact = true;
+    for (i, (fresh, added)) in sums.into_iter().enumerate() {
+        let (fresh, added) = (fresh.to_host()?, added.to_host()?);
+        sums_exact &= fresh.iter().zip(&prefilled[i]).zip(&added).all(|((f, p), a)| (p + f).to_bits() == a.to_bits());
+    }
+    let mut weights_worst = 0.0f64;
+    for (i, (fresh, added)) in [(&g.dwo, &acc.dwo), (&g.dw_gate_up, &acc.dw_gate_up), (&g.dw_down, &acc.dw_down), (&g.dw_qkv, &acc.dw_qkv)].into_iter().enumerate() {
+        let (fresh, added) = (f32_of(fresh)?, f32_of(added)?);
+        let big = fresh.iter().fold(0.0f64, |m, v| m.max(v.abs() as f64));
+        // Within 1e-5 of the gradient's largest entry, plus the sum's own f32 rounding.
+        let worst = fresh.iter().zip(&prefilled[4 + i]).zip(&added).fold(0.0f64, |m, ((f, p), a)| {
+            let want = *p as f64 + *f as f64;
+            m.max((*a as f64 - want).abs() / (1e-5 * big + want.abs() * f32::EPSILON as f64))
+        });
+        weights_worst = weights_worst.max(worst);
+    }
+    let written = bits(&acc.dx0)? == bits(&g.dx0)? && bits(&acc.dattn)? == bits(&g.dattn)?;
+    let accumulate_ok = sums_exact && weights_worst <= 1.0 && written;
+    detail += &format!(
+        "    accumulate: norm weights' p + g bit for bit: {sums_exact}; matrices' worst |acc − (p + g)| / (1e-5·max|g| + ε|p + g|) {weights_worst:.2} (≤ 1); dx0, dattn written: {written}\n"
+    );
     detail += &format!("    output untouched after the refused swizzle: {untouched}; dγ2 untouched after the refused backward: {nothing_written}\n");
-    Ok((pass && untouched && nothing_written && frozen_ok, detail))
+    Ok((pass && untouched && nothing_written && frozen_ok && accumulate_ok, detail))
 }
 
 /// Work on another stream that reads a launch's output is ordered after the
