@@ -67,9 +67,10 @@ impl<'a, T: Element> RawTensor<'a, T> {
     /// address range of one allocation, and its last byte must be mapped.
     /// That catches foreign pointers and most overruns, not all: a caching
     /// allocator's range is its whole segment, which holds other tensors.
-    /// Other checks (16-byte alignment, an output overlapping another
-    /// argument of the same launch or finisher) come at launch, as for every
-    /// tensor; an output overlapping a tensor of another launch of an op is
+    /// `address` must be aligned for `T` (finishers and cuBLAS take any such
+    /// tensor). Other checks (a fused launch's 16-byte alignment, an output
+    /// overlapping another argument of the same launch or finisher) come at
+    /// launch, as for every tensor; an output overlapping a tensor of another launch of an op is
     /// not seen there, which is why the safety contract below asks for it.
     ///
     /// # Safety
@@ -80,6 +81,7 @@ impl<'a, T: Element> RawTensor<'a, T> {
     /// output, nothing else reads or writes it until then.
     pub unsafe fn new(stream: &Stream, address: u64, shape: &[usize], strides: &[isize]) -> Result<Self, Error> {
         let len = dense_len::<T>(shape, strides)?;
+        aligned::<T>(address)?;
         let bytes = span_bytes::<T>(shape) as u64;
         if len > 0 {
             check_allocation(stream, address, bytes)?;
@@ -91,6 +93,15 @@ impl<'a, T: Element> RawTensor<'a, T> {
             ordinal: stream.ordinal(),
             _borrow: std::marker::PhantomData,
         })
+    }
+}
+
+/// `address` is aligned for `T`.
+fn aligned<T>(address: u64) -> Result<(), Error> {
+    let align = std::mem::align_of::<T>() as u64;
+    match address % align {
+        0 => Ok(()),
+        _ => Err(Error::arg("address", format!("{address:#x} is not aligned to the {align} bytes of its elements"))),
     }
 }
 
@@ -109,7 +120,8 @@ fn dense_len<T>(shape: &[usize], strides: &[isize]) -> Result<usize, Error> {
                 format!("{strides:?} for shape {shape:?}: dimension {d} has stride {stride}, a dense row-major tensor {dense}"),
             ));
         }
-        dense *= size; // ≤ len: no overflow
+        // Beside a zero-sized dimension the others' product can overflow.
+        dense = dense.checked_mul(size).ok_or_else(|| Error::arg("shape", format!("{shape:?}: the sizes' product overflows")))?;
     }
     Ok(len)
 }
@@ -280,6 +292,12 @@ mod tests {
             }
         }
         assert!(dense_len::<f32>(&[1 << 62, 4], &[4, 1]).is_err(), "sizes never wrap");
+        // No element, but the strides' products overflow: an error, not a panic.
+        let r = dense_len::<f32>(&[0, 1 << 40, 1 << 40], &[1 << 62, 1 << 40, 1]);
+        assert!(matches!(&r, Err(Error::Arg { name, .. }) if name == "shape"), "{r:?}");
+        assert!(aligned::<f32>(0x1000).is_ok() && aligned::<half::bf16>(0x1002).is_ok());
+        let r = aligned::<f32>(0x1002);
+        assert!(matches!(&r, Err(Error::Arg { name, .. }) if name == "address"), "{r:?}");
         assert!(exact_shape::<f32>(6, &[2, 3]).is_ok());
         assert!(matches!(exact_shape::<f32>(5, &[2, 3]), Err(Error::Arg { name, .. }) if name == "shape"));
     }

@@ -6,8 +6,11 @@ use cudarc::driver::{CudaSlice, CudaStream, CudaViewMut, DevicePtr, DevicePtrMut
 use crate::dsl::ir::DType;
 use crate::{Error, Stream};
 
-/// Element types a [`Tensor`] can hold.
-pub trait Element: DeviceRepr + ValidAsZeroBits + Copy + Default + Unpin + 'static {
+/// Element types a [`Tensor`] can hold: these five, sealed. Finishers and
+/// cuBLAS take the element width from `DTYPE`, so a type of another size
+/// claiming one (and a `TensorMut` of it over a tensor of another) would let
+/// safe code write past an allocation.
+pub trait Element: sealed::Element + DeviceRepr + ValidAsZeroBits + Copy + Default + Unpin + 'static {
     const DTYPE: DType;
 }
 
@@ -180,6 +183,12 @@ pub struct RowsMut<'a, T: Element> {
 
 pub(crate) mod sealed {
     pub trait Sealed {}
+    pub trait Element {}
+    impl Element for half::bf16 {}
+    impl Element for f32 {}
+    impl Element for i32 {}
+    impl Element for float8::F8E4M3 {}
+    impl Element for float8::F8E5M2 {}
     impl<T: super::Element> Sealed for super::Tensor<T> {}
     impl<T: super::Element> Sealed for super::Rows<'_, T> {}
     impl<T: super::Element> Sealed for super::RowsMut<'_, T> {}

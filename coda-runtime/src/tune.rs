@@ -341,10 +341,19 @@ fn heuristic(kernel: &Kernel, sms: usize, prob: Problem) -> Choice {
 /// that include CUTLASS's defaults; bench/NOTES.md, session 10): 1.028 →
 /// 1.010, 1.030 → 1.012 and 1.016 → 1.002 of each search's best on geomean,
 /// worst 1.41–1.43× → 1.02–1.10×.
+///
+/// Except with a 1 × n cluster (n ≥ 2), K ≥ 24576 and ≥ 64 rows of tiles:
+/// there swizzle 1 along M, measured, not explained. At the d = 8192
+/// block's long-K shapes (16384 × 8192 × 28672 and × 57344) swizzle 8 ran
+/// those configs up to 1.46× their best on an H100 and 1.30× on the H200,
+/// swizzle 1 within 1.7% of it; on 2 × 2 clusters, at shorter K (≤ 22016)
+/// or 32 rows of tiles swizzle 8 stayed ahead (by up to 6%). Searches of
+/// sessions 7, 8, 31 (H200) and 40 (H100); bench/NOTES.md, session 40.
 fn scheduler(c: &Config, prob: Problem) -> (u32, Raster) {
     let (rows, cols) = (prob.m.div_ceil(c.tile_m), prob.n.div_ceil(c.tile_n));
     if rows.min(cols) >= 32 {
-        (8, Raster::AlongM)
+        let long_k = c.cluster_m == 1 && c.cluster_n >= 2 && prob.k >= 24576 && rows >= 64;
+        (if long_k { 1 } else { 8 }, Raster::AlongM)
     } else if cols >= rows {
         (1, Raster::AlongM)
     } else {
@@ -700,8 +709,9 @@ mod tests {
         assert_eq!(heuristic(&kernel("t", alone, "", store), 132, Problem { m: 8, n: 8, k: 8 }).config.name(), "pp_128x192_c2x1");
     }
 
-    /// Swizzle 8 along M from a 32 × 32 grid of tiles; below it, swizzle 1
-    /// along M unless the grid is taller than wide.
+    /// Swizzle 8 along M from a 32 × 32 grid of tiles (swizzle 1 at long K
+    /// on a 1 × n cluster); below it, swizzle 1 along M unless the grid is
+    /// taller than wide.
     #[test]
     fn scheduler_options_follow_the_grid() {
         let pp = Config::from_name("pp_128x128_c1x2").unwrap();
@@ -712,6 +722,13 @@ mod tests {
         assert_eq!(at(3968, 4096), (1, Raster::AlongM), "31 × 32 tiles");
         assert_eq!(at(16384, 2048), (1, Raster::AlongN), "128 × 16 tiles");
         assert_eq!(at(1000, 1000), (1, Raster::AlongM), "8 × 8 tiles");
+        // Long K on a 1 × 2 cluster: swizzle 1 from K = 24576 and 64 rows of tiles.
+        let long = |c: &str, m, n, k| scheduler(&Config::from_name(c).unwrap(), Problem { m, n, k });
+        assert_eq!(long("pp_128x128_c1x2", 16384, 8192, 28672), (1, Raster::AlongM));
+        assert_eq!(long("pp_128x128_c1x2", 16384, 8192, 22016), (8, Raster::AlongM), "K below 24576");
+        assert_eq!(long("pp_128x128_c1x2", 4096, 8192, 32768), (8, Raster::AlongM), "32 rows of tiles");
+        assert_eq!(long("coop_128x256_c1x1", 16384, 8192, 28672), (8, Raster::AlongM), "no cluster along N");
+        assert_eq!(long("pp_128x128_c2x2", 16384, 8192, 28672), (8, Raster::AlongM), "a 2 × 2 cluster");
     }
 
     /// A launch whose bytes outweigh its tiles' work is predicted at its
