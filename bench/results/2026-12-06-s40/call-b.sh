@@ -11,13 +11,13 @@
 # block's QK-norm program searched over its scheduler options. Carry [".device"].
 set -uo pipefail
 t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
-left() { local l=$(( ${1:-540} - $(el) )); echo $(( l > 1 ? l : 1 )); }
+left() { local l=$(( ${1:-470} - $(el) )); echo $(( l > 1 ? l : 1 )); }
 o=$OUT/call-b; rm -rf /tmp/b /tmp/py; mkdir -p /tmp/b /tmp/py "$o"
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv > "$o/gpu.txt" 2>&1; cat "$o/gpu.txt"
 tar xJf .device/bins.tar.xz -C /tmp/b
 if grep -q "H100" "$o/gpu.txt"; then
   for build in coda_old coda; do
-    timeout "$(left $([[ $build == coda_old ]] && echo 240 || echo 440))" scripts/device-run.sh /tmp/b/$build bench --part llama --json "$o/bench-$build.json" > "$o/bench-$build.log" 2>&1
+    timeout "$(left $([[ $build == coda_old ]] && echo 210 || echo 390))" scripts/device-run.sh /tmp/b/$build bench --part llama --json "$o/bench-$build.json" > "$o/bench-$build.log" 2>&1
     echo "bench $build exit $? at $(el) s"
   done
   # The long-K scheduler rule on programs no file covers: three of the
@@ -38,12 +38,12 @@ timeout 170 scripts/device-run.sh /tmp/b/gpu --quick > "$o/gpu.log" 2>&1
 echo "gpu --quick exit $? at $(el) s: $(tail -1 "$o/gpu.log")"
 grep -E "^FAIL" -A6 "$o/gpu.log" | head -20
 grep -E "accumulate" "$o/gpu.log" | head -4
-timeout "$(left 330)" scripts/device-run.sh /tmp/b/gpu --only qk_norm > "$o/gpu-qk.log" 2>&1
+timeout "$(left 290)" scripts/device-run.sh /tmp/b/gpu --only qk_norm > "$o/gpu-qk.log" 2>&1
 echo "gpu --only qk_norm exit $? at $(el) s: $(tail -1 "$o/gpu-qk.log")"
 grep -E "^FAIL" -A6 "$o/gpu-qk.log" | head -20
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/py .device/coda_rs-*.whl > "$o/pip.log" 2>&1
 for h in 2048 4096; do
-  PYTHONPATH=/tmp/py timeout "$(left 490)" python3 bench/head_variants.py --hidden $h > "$o/head-variants-$h.log" 2>&1
+  PYTHONPATH=/tmp/py timeout "$(left 440)" python3 bench/head_variants.py --hidden $h > "$o/head-variants-$h.log" 2>&1
   echo "== head variants d=$h exit $? at $(el) s"; tail -6 "$o/head-variants-$h.log"
 done
 for s in 16384,3072,2048 8192,3072,2048 16384,6144,4096 16384,12288,8192; do
