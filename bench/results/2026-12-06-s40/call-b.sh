@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 40, call B (≤ 280 s: the budget left), this session's final build
+# Session 40, call B (≤ 200 s: the budget left), this session's final build
 # (.device/bins.tar.xz: the H100 tuning file shipped, the scheduler's
 # long-K rule, `Element` sealed). On an H100: three untuned-suite programs
 # searched at long-K shapes (the rule's check on programs no file covers),
@@ -11,7 +11,7 @@
 # block's QK-norm program searched over its scheduler options. Carry [".device"].
 set -uo pipefail
 t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
-left() { local l=$(( ${1:-280} - $(el) )); echo $(( l > 1 ? l : 1 )); }
+left() { local l=$(( ${1:-200} - $(el) )); echo $(( l > 1 ? l : 1 )); }
 o=$OUT/call-b; rm -rf /tmp/b /tmp/py; mkdir -p /tmp/b /tmp/py "$o"
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv > "$o/gpu.txt" 2>&1; cat "$o/gpu.txt"
 tar xJf .device/bins.tar.xz -C /tmp/b
@@ -19,7 +19,7 @@ if grep -q "H100" "$o/gpu.txt"; then
   # The long-K scheduler rule on programs no file covers: three of the
   # untuned suite searched where it applies; the log has the heuristic's time.
   for pr in relu2_bias layernorm_stats swiglu_keep; do
-    CODA_LOG=debug CODA_TUNE_CACHE=$o/user-tuning.json timeout "$(left 70)" scripts/device-run.sh /tmp/b/coda tune --program coda-user-programs::$pr \
+    CODA_LOG=debug CODA_TUNE_CACHE=$o/user-tuning.json timeout "$(left 60)" scripts/device-run.sh /tmp/b/coda tune --program coda-user-programs::$pr \
       --shape 16384,8192,28672 --shape 16384,4096,22016 --shape 8192,8192,32768 >> "$o/user-tune.log" 2>&1
     echo "user tune $pr exit $? at $(el) s"
   done
