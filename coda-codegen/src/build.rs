@@ -422,6 +422,12 @@ impl Build {
         let command = command_line(&compiler.to_command());
         let fingerprint = cache::fingerprint(&command, &trees, tc.nvcc_version_text(), &env)?;
         let objects = cache::object_fingerprint(&fingerprint, &cache::host_compiler(&command, |k| std::env::var_os(k)));
+        // Cargo reruns this script when the host compiler's file changes (an
+        // upgrade in place), not only when a target folder is new.
+        let host = cache::host_compiler_program(&command, |k| std::env::var_os(k));
+        if let Some(path) = cache::resolve_program(&host, |k| std::env::var_os(k)) {
+            cargo(format!("rerun-if-changed={}", path.display()));
+        }
 
         let gen_dir = out_dir.join("coda-gen");
         std::fs::create_dir_all(&gen_dir).map_err(|e| format!("coda: cannot create {}: {e}", gen_dir.display()))?;

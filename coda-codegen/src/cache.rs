@@ -80,22 +80,42 @@ pub fn fingerprint(command: &[OsString], trees: &[PathBuf], nvcc_version: &str, 
     Ok(format!("{:x}", h.finalize()))
 }
 
-/// What names the host compiler nvcc runs for a `command`: its `-ccbin`
-/// (else `NVCC_CCBIN`, as `var` reads it, else nvcc's default, `gcc`) and
-/// what it prints for `--version`, or why that could not be run. The
+/// The host compiler nvcc runs for a `command`: its `-ccbin`, else
+/// `NVCC_CCBIN` (as `var` reads it), else nvcc's default, `gcc`.
+pub fn host_compiler_program(command: &[OsString], var: impl Fn(&str) -> Option<OsString>) -> OsString {
+    let ccbin = command.iter().find_map(|a| a.to_str().and_then(|a| a.strip_prefix("-ccbin=")).map(OsString::from));
+    ccbin.or_else(|| var("NVCC_CCBIN").filter(|v| !v.is_empty())).unwrap_or_else(|| "gcc".into())
+}
+
+/// What names the [`host_compiler_program`] of a `command`: its name and
+/// what it prints for `--version` (in the C locale, so that a terminal and
+/// an IDE with other languages agree), or why that could not be run. The
 /// objects' host code is that compiler's, so a compiler upgraded in place
 /// must not take objects its predecessor built. Their device code is nvcc's
 /// alone, so the kernels' keys, which tuning caches record, leave it out:
 /// it reaches only the objects' names ([`object_fingerprint`]).
 pub fn host_compiler(command: &[OsString], var: impl Fn(&str) -> Option<OsString>) -> String {
-    let ccbin = command.iter().find_map(|a| a.to_str().and_then(|a| a.strip_prefix("-ccbin=")).map(OsString::from));
-    let program = ccbin.or_else(|| var("NVCC_CCBIN").filter(|v| !v.is_empty())).unwrap_or_else(|| "gcc".into());
-    let version = match std::process::Command::new(&program).arg("--version").output() {
-        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).into_owned(),
+    let program = host_compiler_program(command, var);
+    let run = std::process::Command::new(&program).arg("--version").env("LC_ALL", "C").env("LANG", "C").output();
+    let version = match run {
+        Ok(out) if out.status.success() => format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)),
         Ok(out) => format!("--version exited with {}: {}", out.status, String::from_utf8_lossy(&out.stderr)),
         Err(e) => format!("--version could not run: {e}"),
     };
     format!("{}\n{version}", program.to_string_lossy())
+}
+
+/// Where `program` is: itself if it names a path, else the first match on
+/// `PATH` (as `var` reads it), symbolic links resolved, so that a rebuild
+/// rule on it sees the compiler behind `/usr/bin/c++` replaced.
+pub fn resolve_program(program: &OsString, var: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
+    let path = Path::new(program);
+    let found = if path.components().count() > 1 {
+        Some(path.to_path_buf())
+    } else {
+        std::env::split_paths(&var("PATH")?).map(|d| d.join(path)).find(|p| p.is_file())
+    };
+    found.and_then(|p| std::fs::canonicalize(p).ok())
 }
 
 /// The fingerprint of the compiled objects: the kernels' [`fingerprint`]

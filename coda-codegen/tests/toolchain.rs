@@ -292,8 +292,8 @@ fn an_interrupted_install_is_reported_not_used() {
 /// The host compiler names the objects, not the kernels: its `--version`
 /// text changes the object fingerprint, and a compiler that cannot run is
 /// named by why, not a failed build. The fake compilers are links to
-/// coreutils' `echo` and `true` (a script written here could hit ETXTBSY
-/// when another test thread forks while it is open).
+/// `echo` and `true` (a script written here could hit ETXTBSY when another
+/// test thread forks while it is open).
 #[test]
 fn the_host_compiler_reaches_the_objects_names() {
     let dir = scratch("host");
@@ -305,14 +305,22 @@ fn the_host_compiler_reaches_the_objects_names() {
     };
     let no_env = |_: &str| None;
     let command = |ccbin: &Path| vec![OsString::from("nvcc"), OsString::from(format!("-ccbin={}", ccbin.display())), OsString::from("-O3")];
+    // What each prints for `--version` run directly (GNU's name and version).
+    let direct = |p: &str| String::from_utf8(std::process::Command::new(p).arg("--version").env("LC_ALL", "C").output().unwrap().stdout).unwrap();
     let cxx = link("c++", "/bin/echo");
     let before = cache::host_compiler(&command(&cxx), no_env);
-    assert!(before.starts_with(&format!("{}\necho (GNU coreutils)", cxx.display())), "{before}");
+    assert_eq!(before, format!("{}\n{}", cxx.display(), direct("/bin/echo")));
     assert_eq!(before, cache::host_compiler(&command(&cxx), no_env));
     // The same path, another compiler behind it (an upgrade in place).
     link("c++", "/bin/true");
     let after = cache::host_compiler(&command(&cxx), no_env);
-    assert!(after.contains("true (GNU coreutils)"), "{after}");
+    assert_eq!(after, format!("{}\n{}", cxx.display(), direct("/bin/true")));
+    assert_ne!(before, after);
+    // The build's rebuild rule names the file behind the link, and a bare name is found on PATH.
+    assert_eq!(cache::resolve_program(&cxx.clone().into_os_string(), no_env), std::fs::canonicalize("/bin/true").ok());
+    let on_path = |k: &str| (k == "PATH").then(|| dir.clone().into_os_string());
+    assert_eq!(cache::resolve_program(&"c++".into(), on_path), std::fs::canonicalize("/bin/true").ok());
+    assert_eq!(cache::resolve_program(&"absent".into(), on_path), None);
     assert_ne!(cache::object_fingerprint("f", &before), cache::object_fingerprint("f", &after));
     assert_ne!(cache::object_fingerprint("f", &after), cache::object_fingerprint("g", &after));
     // Without `-ccbin`, `NVCC_CCBIN`; a compiler that is missing is named by the error.

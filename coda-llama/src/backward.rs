@@ -99,7 +99,10 @@ pub struct BlockGrads<S: Storage = Owned> {
     /// and the norm weights') to what their tensors hold instead of writing
     /// them: gradient accumulation over micro-batches, without a pass of
     /// its own (cuBLAS's `beta = 1`, the column sums' `+=`). `dattn` and
-    /// `dx0` are always written. Off as constructed.
+    /// `dx0` are always written. Off as constructed. A backward refused
+    /// after its first launch (an argument a later launch checks, such as a
+    /// borrowed tensor's 16-byte alignment) may have added some of them:
+    /// zero them before a retry.
     pub accumulate: bool,
 }
 

@@ -11,7 +11,8 @@
 //! onehot) / n_valid` and `Σ dlogits ⊙ logits` partials → `s`; then `dx`
 //! from `dlogits · W` with the norm's backward in its epilogue (`dγ`
 //! partials, `x̂ ⊙ γ`), and `dW += dlogitsᵀ · (x̂ ⊙ γ)` in f32 over the
-//! chunks (the first chunk's GEMM overwrites `dW`: each call writes it anew).
+//! chunks (the first chunk's GEMM and column sums overwrite `dW` and `dγ`:
+//! each call writes them anew, unless [`HeadGrads::accumulate`]).
 //!
 //! Training calls both at once: [`head_forward_backward`] keeps each chunk's
 //! logits (bf16) from the forward GEMM's epilogue and takes the gradient from
@@ -362,7 +363,8 @@ pub struct HeadGrads<S: Storage = Owned> {
     pub dw: S::F32,
     /// Whether the backward adds `dgamma` and `dw` to what they hold instead
     /// of writing them (gradient accumulation over micro-batches); `dx` is
-    /// always written. Off as constructed.
+    /// always written. Off as constructed. A backward refused after its
+    /// first chunk may have added some chunks: zero them before a retry.
     pub accumulate: bool,
 }
 

@@ -346,8 +346,9 @@ fn heuristic(kernel: &Kernel, sms: usize, prob: Problem) -> Choice {
 /// there swizzle 1 along M, measured, not explained. At the d = 8192
 /// block's long-K shapes (16384 × 8192 × 28672 and × 57344) swizzle 8 ran
 /// those configs up to 1.46× their best on an H100 and 1.30× on the H200,
-/// swizzle 1 within 1.7% of it; on 2 × 2 clusters, at shorter K (≤ 22016)
-/// or 32 rows of tiles swizzle 8 stayed ahead (by up to 6%). Searches of
+/// swizzle 1 within 1.7% of it; on the H200, on 2 × 2 clusters, at shorter
+/// K (≤ 22016) or 32 rows of tiles swizzle 8 stayed ahead (by up to 6%),
+/// while the H100 took swizzle 1 from K = 11008 (by 7.5–25%). Searches of
 /// sessions 7, 8, 31 (H200) and 40 (H100); bench/NOTES.md, session 40.
 fn scheduler(c: &Config, prob: Problem) -> (u32, Raster) {
     let (rows, cols) = (prob.m.div_ceil(c.tile_m), prob.n.div_ceil(c.tile_n));
