@@ -421,10 +421,10 @@ impl Build {
         let env = cache::compiler_env(|k| std::env::var_os(k));
         let command = command_line(&compiler.to_command());
         let fingerprint = cache::fingerprint(&command, &trees, tc.nvcc_version_text(), &env)?;
-        let objects = cache::object_fingerprint(&fingerprint, &cache::host_compiler(&command, |k| std::env::var_os(k)));
+        let host = cache::host_compiler_program(&command, |k| std::env::var_os(k));
+        let objects = cache::object_fingerprint(&fingerprint, &cache::host_compiler(&host));
         // Cargo reruns this script when the host compiler's file changes (an
         // upgrade in place), not only when a target folder is new.
-        let host = cache::host_compiler_program(&command, |k| std::env::var_os(k));
         if let Some(path) = cache::resolve_program(&host, |k| std::env::var_os(k)) {
             cargo(format!("rerun-if-changed={}", path.display()));
         }

@@ -87,16 +87,15 @@ pub fn host_compiler_program(command: &[OsString], var: impl Fn(&str) -> Option<
     ccbin.or_else(|| var("NVCC_CCBIN").filter(|v| !v.is_empty())).unwrap_or_else(|| "gcc".into())
 }
 
-/// What names the [`host_compiler_program`] of a `command`: its name and
+/// What names a host compiler `program` ([`host_compiler_program`]): its name and
 /// what it prints for `--version` (in the C locale, so that a terminal and
 /// an IDE with other languages agree), or why that could not be run. The
 /// objects' host code is that compiler's, so a compiler upgraded in place
 /// must not take objects its predecessor built. Their device code is nvcc's
 /// alone, so the kernels' keys, which tuning caches record, leave it out:
 /// it reaches only the objects' names ([`object_fingerprint`]).
-pub fn host_compiler(command: &[OsString], var: impl Fn(&str) -> Option<OsString>) -> String {
-    let program = host_compiler_program(command, var);
-    let run = std::process::Command::new(&program).arg("--version").env("LC_ALL", "C").env("LANG", "C").output();
+pub fn host_compiler(program: &OsString) -> String {
+    let run = std::process::Command::new(program).arg("--version").env("LC_ALL", "C").env("LANG", "C").output();
     let version = match run {
         Ok(out) if out.status.success() => format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)),
         Ok(out) => format!("--version exited with {}: {}", out.status, String::from_utf8_lossy(&out.stderr)),

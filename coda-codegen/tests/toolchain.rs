@@ -308,12 +308,12 @@ fn the_host_compiler_reaches_the_objects_names() {
     // What each prints for `--version` run directly (GNU's name and version).
     let direct = |p: &str| String::from_utf8(std::process::Command::new(p).arg("--version").env("LC_ALL", "C").output().unwrap().stdout).unwrap();
     let cxx = link("c++", "/bin/echo");
-    let before = cache::host_compiler(&command(&cxx), no_env);
+    let before = cache::host_compiler(&cxx.clone().into_os_string());
     assert_eq!(before, format!("{}\n{}", cxx.display(), direct("/bin/echo")));
-    assert_eq!(before, cache::host_compiler(&command(&cxx), no_env));
+    assert_eq!(before, cache::host_compiler(&cxx.clone().into_os_string()));
     // The same path, another compiler behind it (an upgrade in place).
     link("c++", "/bin/true");
-    let after = cache::host_compiler(&command(&cxx), no_env);
+    let after = cache::host_compiler(&cxx.clone().into_os_string());
     assert_eq!(after, format!("{}\n{}", cxx.display(), direct("/bin/true")));
     assert_ne!(before, after);
     // The build's rebuild rule names the file behind the link, and a bare name is found on PATH.
@@ -325,8 +325,10 @@ fn the_host_compiler_reaches_the_objects_names() {
     assert_ne!(cache::object_fingerprint("f", &after), cache::object_fingerprint("g", &after));
     // Without `-ccbin`, `NVCC_CCBIN`; a compiler that is missing is named by the error.
     let plain = [OsString::from("nvcc")];
-    let from_env = cache::host_compiler(&plain, |k| (k == "NVCC_CCBIN").then(|| cxx.clone().into_os_string()));
-    assert_eq!(from_env, after);
-    let missing = cache::host_compiler(&command(&dir.join("absent")), no_env);
+    let from_env = cache::host_compiler_program(&plain, |k| (k == "NVCC_CCBIN").then(|| cxx.clone().into_os_string()));
+    assert_eq!(cache::host_compiler(&from_env), after);
+    assert_eq!(cache::host_compiler_program(&command(&cxx), no_env), cxx.clone().into_os_string());
+    assert_eq!(cache::host_compiler_program(&plain, no_env), OsString::from("gcc"), "nvcc's default");
+    let missing = cache::host_compiler(&dir.join("absent").into_os_string());
     assert!(missing.contains("could not run"), "{missing}");
 }

@@ -240,10 +240,11 @@ fn bad_inputs_are_errors(stream: &Stream) -> Result<(bool, String), Error> {
     let bits = |t: &Tensor<bf16>| t.to_host().map(|v| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
     let fbits = |t: &Tensor<f32>| t.to_host().map(|v| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
     // `BlockGrads::new` keeps the weights' gradients in f32.
-    let fg = |w: &coda_llama::WeightGrad<Tensor<bf16>, Tensor<f32>>| match w {
-        coda_llama::WeightGrad::F32(t) => fbits(t),
+    let f32_of = |w: &coda_llama::WeightGrad<Tensor<bf16>, Tensor<f32>>| match w {
+        coda_llama::WeightGrad::F32(t) => t.to_host(),
         _ => Ok(vec![]),
     };
+    let fg = |w| f32_of(w).map(|v| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
     let same = bits(&frozen.dx0)? == bits(&g.dx0)?
         && bits(&frozen.dattn)? == bits(&g.dattn)?
         && fbits(&frozen.dgamma1)? == fbits(&g.dgamma1)?
@@ -276,10 +277,6 @@ fn bad_inputs_are_errors(stream: &Stream) -> Result<(bool, String), Error> {
     }
     acc.accumulate = true;
     coda_llama::block_backward(stream, &qk_w, &qk_state, &attn, &pos, &dx2, &dqkv, &mut bs, &mut acc)?;
-    let f32_of = |w: &coda_llama::WeightGrad<Tensor<bf16>, Tensor<f32>>| match w {
-        coda_llama::WeightGrad::F32(t) => t.to_host(),
-        _ => Ok(vec![]),
-    };
     let (gn, an) = (g.qk_norm.as_ref().expect("QK-norm"), acc.qk_norm.as_ref().expect("QK-norm"));
     let sums = [(&gn.q, &an.q), (&gn.k, &an.k), (&g.dgamma1, &acc.dgamma1), (&g.dgamma2, &acc.dgamma2)];
     let mut sums_exact = true;
