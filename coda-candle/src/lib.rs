@@ -263,7 +263,7 @@ pub struct BlockWeights {
     pub rope_freq: Tensor,
     /// QK-norm's weights (`q_norm`, `k_norm`), bf16 `[head_dim]` each in the
     /// kernels' layout (each pair adjacent: a checkpoint's through
-    /// `coda_llama::layout::rope_pairs_adjacent(w, 1, head_dim, 1)`),
+    /// `coda_llama::layout::rope_pairs_adjacent(w, HeadRows { heads: 1, head_dim, cols: 1 })`),
     /// exactly when the config's `qk_norm`.
     pub qk_norm: Option<QkNorm<Tensor>>,
 }
@@ -352,11 +352,22 @@ pub struct QkNormSaved {
     pub gamma: Tensor,
 }
 
+/// The block forward's inputs, named as in `coda_llama::ForwardInputs`
+/// (`attn` and `x0` have one dtype and, at Llama's shapes, one shape).
+#[derive(Clone, Copy)]
+pub struct ForwardInputs<'a> {
+    /// The attention output, bf16 `[M, heads · head_dim]`.
+    pub attn: &'a Tensor,
+    /// The residual stream, bf16 `[M, d]`.
+    pub x0: &'a Tensor,
+    /// Token positions, f32 `[M]`.
+    pub pos: &'a Tensor,
+}
+
 /// The block forward (`coda_llama::block_forward`: four fused GEMMs, two
-/// reductions) on candle's stream: `attn` bf16 `[M, heads · head_dim]` (the
-/// attention output), `x0` bf16 `[M, d]` (the residual stream), `pos` f32
-/// `[M]` (token positions).
-pub fn block_forward(w: &BlockWeights, attn: &Tensor, x0: &Tensor, pos: &Tensor) -> Result<BlockForward> {
+/// reductions) on candle's stream.
+pub fn block_forward(w: &BlockWeights, inputs: ForwardInputs<'_>) -> Result<BlockForward> {
+    let ForwardInputs { attn, x0, pos } = inputs;
     let (rt, device) = runtime("attn", attn)?;
     // The fields are public: checked before any width below is computed from them.
     let c = w.config;
@@ -384,7 +395,7 @@ pub fn block_forward(w: &BlockWeights, attn: &Tensor, x0: &Tensor, pos: &Tensor)
             None => None,
         };
         let mut s = coda_llama::BlockState::<Borrowed>::from_parts(&c, x1, u1, r1, z1, y1, x2, u2, r2, qkv, qk).map_err(coda)?;
-        coda_llama::block_forward(&rt.stream, &bw, &attn, &x0, &pos, &mut s).map_err(coda)?;
+        coda_llama::block_forward(&rt.stream, &bw, coda_llama::ForwardInputs { attn: &attn, x0: &x0, pos: &pos }, &mut s).map_err(coda)?;
     }
     Ok(BlockForward {
         x1: x1.tensor(&device),
@@ -418,11 +429,24 @@ pub struct BlockGrads {
     pub dqk_norm: Option<QkNorm<Tensor>>,
 }
 
+/// The block backward's inputs, named as in `coda_llama::BackwardInputs`.
+#[derive(Clone, Copy)]
+pub struct BackwardInputs<'a> {
+    /// The forward's `attn`, bf16 `[M, heads · head_dim]`.
+    pub attn: &'a Tensor,
+    /// The forward's `pos`, f32 `[M]`.
+    pub pos: &'a Tensor,
+    /// The gradient of `x2`, bf16 `[M, d]`.
+    pub dx2: &'a Tensor,
+    /// The gradient of `qkv`, bf16 `[M, qkv_width]`.
+    pub dqkv: &'a Tensor,
+}
+
 /// The block backward (`coda_llama::block_backward`: five fused GEMMs, four
 /// reductions, four cuBLAS weight gradients) on candle's stream: `fwd` is
-/// what [`block_forward`] saved for these `attn` and `pos`; `dx2` bf16
-/// `[M, d]` and `dqkv` bf16 `[M, qkv_width]` are the gradients of its outputs.
-pub fn block_backward(w: &BlockWeights, fwd: &BlockForward, attn: &Tensor, pos: &Tensor, dx2: &Tensor, dqkv: &Tensor) -> Result<BlockGrads> {
+/// what [`block_forward`] saved for `inputs.attn` and `inputs.pos`.
+pub fn block_backward(w: &BlockWeights, fwd: &BlockForward, inputs: BackwardInputs<'_>) -> Result<BlockGrads> {
+    let BackwardInputs { attn, pos, dx2, dqkv } = inputs;
     let (rt, device) = runtime("x1", &fwd.x1)?;
     let c = w.config;
     c.check().map_err(coda)?;
@@ -485,7 +509,7 @@ pub fn block_backward(w: &BlockWeights, fwd: &BlockForward, attn: &Tensor, pos: 
         let (dz1, s1, xg1) = (scratch(&rt, &[m, 2 * f])?, scratch(&rt, &[m])?, scratch(&rt, &[m, d])?);
         let mut bs =
             BackwardState::<Owned>::from_parts(&rt.stream, &c, rt.blas()?, dz2, s2, dh2, xg2, dz1, s1, xg1).map_err(coda)?;
-        coda_llama::block_backward(&rt.stream, &bw, &fs, &attn, &pos, &dx2, &dqkv, &mut bs, &mut g).map_err(coda)?;
+        coda_llama::block_backward(&rt.stream, &bw, &fs, coda_llama::BackwardInputs { attn: &attn, pos: &pos, dx2: &dx2, dqkv: &dqkv }, &mut bs, &mut g).map_err(coda)?;
     }
     Ok(BlockGrads {
         dattn: dattn.tensor(&device),

@@ -8,7 +8,7 @@
 //! `coda-candle/run-gpu-test.sh target/release/deps/gpu-*`.
 
 use candle_core::{DType, Device, Result, Tensor, Var};
-use coda_candle::{BlockConfig, BlockWeights, HeadWeights, LossVariant, QkNorm, block_backward, block_forward, head_forward, head_forward_backward, head_loss};
+use coda_candle::{BackwardInputs, BlockConfig, BlockWeights, ForwardInputs, HeadWeights, LossVariant, QkNorm, block_backward, block_forward, head_forward, head_forward_backward, head_loss};
 use coda_runtime::bf16;
 
 /// Uniform values from a fixed seed (splitmix64).
@@ -155,8 +155,8 @@ impl BlockCase {
     fn coda(&self) -> Result<Vec<Tensor>> {
         let w = self.weights()?;
         let (attn, x0) = (&self.leaves[0], &self.leaves[1]);
-        let fwd = block_forward(&w, attn, x0, &self.pos)?;
-        let g = block_backward(&w, &fwd, attn, &self.pos, &self.dx2, &self.dqkv)?;
+        let fwd = block_forward(&w, ForwardInputs { attn, x0, pos: &self.pos })?;
+        let g = block_backward(&w, &fwd, BackwardInputs { attn, pos: &self.pos, dx2: &self.dx2, dqkv: &self.dqkv })?;
         let mut out = vec![fwd.x2, fwd.qkv, g.dattn, g.dx0, g.dwo, g.dgamma1, g.dw_gate_up, g.dw_down, g.dgamma2, g.dw_qkv];
         out.extend(g.dqk_norm.map(|n| [n.q, n.k]).into_iter().flatten());
         Ok(out)
@@ -324,13 +324,13 @@ impl HeadCase {
 fn refusals(block: &BlockCase, head: &HeadCase) -> Result<bool> {
     let (attn, x0, pos) = (&block.leaves[0], &block.leaves[1], &block.pos);
     let w = block.weights()?;
-    let fwd = block_forward(&w, attn, x0, pos)?;
+    let fwd = block_forward(&w, ForwardInputs { attn, x0, pos })?;
     let narrow = |t: &Tensor, dim: usize, less: usize| t.narrow(dim, 0, t.dims()[dim] - less)?.contiguous();
     let other = Device::new_cuda_with_stream(0)?;
     let per_thread = Device::new_cuda(0)?;
     let wl = &block.leaves[2..];
     let cases: Vec<(&str, &str, Result<()>)> = vec![
-        ("attn", "f32 attn", block_forward(&w, &attn.to_dtype(DType::F32)?, x0, pos).map(drop)),
+        ("attn", "f32 attn", block_forward(&w, ForwardInputs { attn: &attn.to_dtype(DType::F32)?, x0, pos }).map(drop)),
         ("w_down", "w_down [d, f − 8]", {
             let r = BlockWeights::new(block.c, wl[0].clone(), wl[1].clone(), wl[2].clone(), narrow(&wl[3], 1, 8)?, wl[4].clone(), wl[5].clone(), None);
             r.map(drop)
@@ -352,19 +352,19 @@ fn refusals(block: &BlockCase, head: &HeadCase) -> Result<bool> {
             let c = BlockConfig { qk_norm: true, ..block.c };
             let n = QkNorm { q: wl[1].narrow(0, 0, 128)?, k: wl[1].narrow(0, 0, 128)? };
             let wq = BlockWeights::new(c, wl[0].clone(), wl[1].clone(), wl[2].clone(), wl[3].clone(), wl[4].clone(), wl[5].clone(), Some(n))?;
-            let fq = block_forward(&wq, attn, x0, pos)?;
-            block_backward(&w, &fq, attn, pos, &block.dx2, &block.dqkv).map(drop)
+            let fq = block_forward(&wq, ForwardInputs { attn, x0, pos })?;
+            block_backward(&w, &fq, BackwardInputs { attn, pos, dx2: &block.dx2, dqkv: &block.dqkv }).map(drop)
         }),
-        ("x0", "x0 on the CPU", block_forward(&w, attn, &x0.to_device(&Device::Cpu)?, pos).map(drop)),
-        ("attn", "attn transposed in memory", block_forward(&w, &attn.t()?.contiguous()?.t()?, x0, pos).map(drop)),
-        ("pos", "pos one short", block_forward(&w, attn, x0, &narrow(pos, 0, 1)?).map(drop)),
+        ("x0", "x0 on the CPU", block_forward(&w, ForwardInputs { attn, x0: &x0.to_device(&Device::Cpu)?, pos }).map(drop)),
+        ("attn", "attn transposed in memory", block_forward(&w, ForwardInputs { attn: &attn.t()?.contiguous()?.t()?, x0, pos }).map(drop)),
+        ("pos", "pos one short", block_forward(&w, ForwardInputs { attn, x0, pos: &narrow(pos, 0, 1)? }).map(drop)),
         ("pos", "pos 4 bytes into its storage", {
             let longer = Tensor::cat(&[pos, &pos.narrow(0, 0, 1)?], 0)?;
-            block_forward(&w, attn, x0, &longer.narrow(0, 1, pos.dims()[0])?).map(drop)
+            block_forward(&w, ForwardInputs { attn, x0, pos: &longer.narrow(0, 1, pos.dims()[0])? }).map(drop)
         }),
-        ("x0", "x0 on another candle device", block_forward(&w, attn, &x0.to_device(&other)?, pos).map(drop)),
-        ("attn", "a device on the per-thread stream", block_forward(&w, &attn.to_device(&per_thread)?, x0, pos).map(drop)),
-        ("dqkv", "dqkv 8 columns short", block_backward(&w, &fwd, attn, pos, &block.dx2, &narrow(&block.dqkv, 1, 8)?).map(drop)),
+        ("x0", "x0 on another candle device", block_forward(&w, ForwardInputs { attn, x0: &x0.to_device(&other)?, pos }).map(drop)),
+        ("attn", "a device on the per-thread stream", block_forward(&w, ForwardInputs { attn: &attn.to_device(&per_thread)?, x0, pos }).map(drop)),
+        ("dqkv", "dqkv 8 columns short", block_backward(&w, &fwd, BackwardInputs { attn, pos, dx2: &block.dx2, dqkv: &narrow(&block.dqkv, 1, 8)? }).map(drop)),
         ("targets", "f32 targets", {
             let targets = Tensor::zeros(head.targets.dims(), DType::F32, head.x.device())?;
             head_forward_backward(&head.h, &head.x, &targets, CHUNK_ROWS).map(drop)

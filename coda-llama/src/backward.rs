@@ -320,21 +320,31 @@ impl BlockGrads {
     }
 }
 
-/// The block backward on `stream`, no host synchronisation. `fwd` holds the
-/// tensors the forward saved for these `attn` `[M, heads·head_dim]` and `pos`
-/// `[M]`; `dx2` `[M, d]` and `dqkv` `[M, qkv_width]` are the gradients of its outputs.
-#[allow(clippy::too_many_arguments)]
+/// The block backward's inputs, named (`attn` and `dx2` have one type and,
+/// at Llama's shapes, one shape): two of the forward's, the gradients of its outputs.
+#[derive(Clone, Copy)]
+pub struct BackwardInputs<'a> {
+    /// The forward's attention output, `[M, heads·head_dim]`.
+    pub attn: &'a dyn TensorRef<bf16>,
+    /// The forward's token positions, `[M]`.
+    pub pos: &'a dyn TensorRef<f32>,
+    /// The gradient of the residual output `x2`, `[M, d]`.
+    pub dx2: &'a dyn TensorRef<bf16>,
+    /// The gradient of `qkv`, `[M, qkv_width]`.
+    pub dqkv: &'a dyn TensorRef<bf16>,
+}
+
+/// The block backward on `stream`, no host synchronisation; `fwd` holds the
+/// tensors the forward saved for `inputs.attn` and `inputs.pos`.
 pub fn block_backward<W: Storage, F: Storage, B: Storage, G: Storage>(
     stream: &Stream,
     w: &BlockWeights<W>,
     fwd: &BlockState<F>,
-    attn: &dyn TensorRef<bf16>,
-    pos: &dyn TensorRef<f32>,
-    dx2: &dyn TensorRef<bf16>,
-    dqkv: &dyn TensorRef<bf16>,
+    inputs: BackwardInputs<'_>,
     bs: &mut BackwardState<B>,
     g: &mut BlockGrads<G>,
 ) -> Result<(), Error> {
+    let BackwardInputs { attn, pos, dx2, dqkv } = inputs;
     let c = &w.config;
     let m = fwd.tokens;
     // Everything before the first launch, so that a refusal writes nothing.

@@ -27,7 +27,7 @@ mod head;
 pub mod layout;
 pub mod programs;
 
-pub use backward::{BackwardState, BlockGrads, WeightGrad, block_backward};
+pub use backward::{BackwardInputs, BackwardState, BlockGrads, WeightGrad, block_backward};
 pub use head::{
     HEAD_FORWARD_LAUNCHES, HeadBackwardState, HeadGrads, HeadLoss, HeadState, HeadWeights, head_backward, head_backward_launches, head_forward,
     head_forward_backward, head_forward_backward_launches,
@@ -59,9 +59,21 @@ pub struct BlockConfig {
     pub qk_norm: bool,
 }
 
+impl From<&BlockConfig> for layout::FfnDims {
+    fn from(c: &BlockConfig) -> Self {
+        layout::FfnDims { ffn: c.ffn, hidden: c.hidden }
+    }
+}
+
+impl From<&BlockConfig> for layout::QkvDims {
+    fn from(c: &BlockConfig) -> Self {
+        layout::QkvDims { heads: c.heads, kv_heads: c.kv_heads, head_dim: c.head_dim, hidden: c.hidden }
+    }
+}
+
 /// QK-norm's two `[head_dim]` vectors: the weights (in the kernels' pair
-/// order: [`layout::rope_pairs_adjacent`]`(w, 1, head_dim, 1)` of a
-/// checkpoint's `q_norm.weight`), or their gradients.
+/// order: [`layout::rope_pairs_adjacent`] of a checkpoint's `q_norm.weight`
+/// as one head of one column), or their gradients.
 #[derive(Clone, Debug, PartialEq)]
 pub struct QkNorm<T> {
     pub q: T,
@@ -461,16 +473,27 @@ impl BlockConfig {
     }
 }
 
-/// The block forward on `stream`, no host synchronisation: `attn` `[M, heads·head_dim]`
-/// (the attention output), `x0` `[M, d]` (the residual stream), `pos` `[M]` (token positions).
+/// The block forward's inputs, named: `attn` and `x0` have one type and, where
+/// `heads · head_dim = d` (Llama's shapes), one shape, so positional
+/// arguments swapped would run and give a wrong block.
+#[derive(Clone, Copy)]
+pub struct ForwardInputs<'a> {
+    /// The attention output, `[M, heads·head_dim]`.
+    pub attn: &'a dyn TensorRef<bf16>,
+    /// The residual stream, `[M, d]`.
+    pub x0: &'a dyn TensorRef<bf16>,
+    /// Token positions, `[M]`.
+    pub pos: &'a dyn TensorRef<f32>,
+}
+
+/// The block forward on `stream`, no host synchronisation.
 pub fn block_forward<W: Storage, S: Storage>(
     stream: &Stream,
     w: &BlockWeights<W>,
-    attn: &dyn TensorRef<bf16>,
-    x0: &dyn TensorRef<bf16>,
-    pos: &dyn TensorRef<f32>,
+    inputs: ForwardInputs<'_>,
     s: &mut BlockState<S>,
 ) -> Result<(), Error> {
+    let ForwardInputs { attn, x0, pos } = inputs;
     let c = &w.config;
     let m = s.tokens;
     w.check()?;

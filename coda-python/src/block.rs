@@ -108,7 +108,7 @@ pub fn block_forward(
         let attn = raw::<bf16>(&s, "attn", &inputs[0])?;
         let x0 = raw::<bf16>(&s, "x0", &inputs[1])?;
         let pos = raw::<f32>(&s, "pos", &inputs[2])?;
-        coda_llama::block_forward(&s, &bw, &attn, &x0, &pos, &mut bs)
+        coda_llama::block_forward(&s, &bw, coda_llama::ForwardInputs { attn: &attn, x0: &x0, pos: &pos }, &mut bs)
     };
     run().map_err(|e| to_py(py, e))
 }
@@ -174,7 +174,7 @@ pub fn block_backward(
         let pos = raw::<f32>(&s, "pos", &inputs[1])?;
         let dx2 = raw::<bf16>(&s, "dx2", &inputs[2])?;
         let dqkv = raw::<bf16>(&s, "dqkv", &inputs[3])?;
-        coda_llama::block_backward(&s, &bw, &fwd, &attn, &pos, &dx2, &dqkv, &mut bs, &mut g)
+        coda_llama::block_backward(&s, &bw, &fwd, coda_llama::BackwardInputs { attn: &attn, pos: &pos, dx2: &dx2, dqkv: &dqkv }, &mut bs, &mut g)
     };
     run().map_err(|e| to_py(py, e))
 }

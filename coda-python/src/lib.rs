@@ -21,6 +21,7 @@ use dlpark::{DlpackElement, Managed, ManagedTensorBase};
 use dlpark::python::{ImportRequest, ImportedDlpack};
 use coda_runtime::dsl::ir::{BLayout, DType};
 use coda_llama::blas::Cublas;
+use coda_llama::layout::{FfnDims, HeadRows, QkvDims};
 use coda_runtime::{AnyTensor, Choice, Element, Error, Kernel, Raster, RawTensor, Span, Stream, TensorArg, bf16, check_disjoint, tune};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
@@ -460,7 +461,7 @@ macro_rules! by_itemsize {
 #[pyfunction]
 fn interleave_gate_up<'py>(py: Python<'py>, gate: &[u8], up: &[u8], f: usize, d: usize, itemsize: usize) -> PyResult<Bound<'py, PyBytes>> {
     fn run<'py, const N: usize>(py: Python<'py>, gate: &[u8], up: &[u8], f: usize, d: usize) -> PyResult<Bound<'py, PyBytes>> {
-        let w = coda_llama::layout::interleave_gate_up(&elems::<N>(py, "gate", gate)?, &elems::<N>(py, "up", up)?, f, d);
+        let w = coda_llama::layout::interleave_gate_up(&elems::<N>(py, "gate", gate)?, &elems::<N>(py, "up", up)?, FfnDims { ffn: f, hidden: d });
         Ok(to_bytes(py, &w.map_err(|e| to_py(py, e))?))
     }
     by_itemsize!(py, itemsize, run(gate, up, f, d))
@@ -471,7 +472,7 @@ fn interleave_gate_up<'py>(py: Python<'py>, gate: &[u8], up: &[u8], f: usize, d:
 fn split_gate_up<'py>(py: Python<'py>, w: &[u8], f: usize, d: usize, itemsize: usize) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
     #[allow(clippy::type_complexity)]
     fn run<'py, const N: usize>(py: Python<'py>, w: &[u8], f: usize, d: usize) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
-        let (g, u) = coda_llama::layout::split_gate_up(&elems::<N>(py, "w", w)?, f, d).map_err(|e| to_py(py, e))?;
+        let (g, u) = coda_llama::layout::split_gate_up(&elems::<N>(py, "w", w)?, FfnDims { ffn: f, hidden: d }).map_err(|e| to_py(py, e))?;
         Ok((to_bytes(py, &g), to_bytes(py, &u)))
     }
     by_itemsize!(py, itemsize, run(w, f, d))
@@ -501,7 +502,7 @@ fn qkv_from_checkpoint<'py>(
         d: usize,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let (q, k, v) = (elems::<N>(py, "wq", wq)?, elems::<N>(py, "wk", wk)?, elems::<N>(py, "wv", wv)?);
-        let w = coda_llama::layout::qkv_from_checkpoint(&q, &k, &v, heads, kv_heads, head_dim, d).map_err(|e| to_py(py, e))?;
+        let w = coda_llama::layout::qkv_from_checkpoint(&q, &k, &v, QkvDims { heads, kv_heads, head_dim, hidden: d }).map_err(|e| to_py(py, e))?;
         Ok(to_bytes(py, &w))
     }
     by_itemsize!(py, itemsize, run((wq, wk, wv), heads, kv_heads, head_dim, d))
@@ -529,7 +530,7 @@ fn qkv_to_checkpoint<'py>(
         d: usize,
     ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
         let w = elems::<N>(py, "w_qkv", w)?;
-        let (q, k, v) = coda_llama::layout::qkv_to_checkpoint(&w, heads, kv_heads, head_dim, d).map_err(|e| to_py(py, e))?;
+        let (q, k, v) = coda_llama::layout::qkv_to_checkpoint(&w, QkvDims { heads, kv_heads, head_dim, hidden: d }).map_err(|e| to_py(py, e))?;
         Ok((to_bytes(py, &q), to_bytes(py, &k), to_bytes(py, &v)))
     }
     by_itemsize!(py, itemsize, run(w, heads, kv_heads, head_dim, d))
@@ -551,9 +552,9 @@ fn rope_pairs<'py>(
     fn run<'py, const N: usize>(py: Python<'py>, w: &[u8], heads: usize, head_dim: usize, d: usize, to_adjacent: bool) -> PyResult<Bound<'py, PyBytes>> {
         let w = elems::<N>(py, "w", w)?;
         let out = if to_adjacent {
-            coda_llama::layout::rope_pairs_adjacent(&w, heads, head_dim, d)
+            coda_llama::layout::rope_pairs_adjacent(&w, HeadRows { heads, head_dim, cols: d })
         } else {
-            coda_llama::layout::rope_pairs_half(&w, heads, head_dim, d)
+            coda_llama::layout::rope_pairs_half(&w, HeadRows { heads, head_dim, cols: d })
         };
         Ok(to_bytes(py, &out.map_err(|e| to_py(py, e))?))
     }

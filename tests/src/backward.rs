@@ -11,7 +11,7 @@
 use coda_runtime::dsl::interp::round_bf16;
 use crate::reference::{BackwardRows, Path, WeightGrads, backward_rows, head_rows};
 use coda_llama::{
-    BackwardState, BlockConfig, BlockGrads, BlockState, BlockWeights, HEAD_FORWARD_LAUNCHES,
+    BackwardInputs, BackwardState, BlockConfig, BlockGrads, BlockState, BlockWeights, ForwardInputs, HEAD_FORWARD_LAUNCHES,
     HeadBackwardState, HeadGrads, HeadLoss, HeadState, HeadWeights, block_backward, block_forward, head_backward, head_backward_launches,
     head_forward, head_forward_backward, head_forward_backward_launches, WeightGrad,
 };
@@ -89,8 +89,8 @@ pub fn backward_case(
         fs.poison()?;
         bs.poison()?;
         g.poison()?;
-        block_forward(stream, &w, &attn, &x0, &pos, fs)?;
-        block_backward(stream, &w, fs, &attn, &pos, &dx2, &dqkv, bs, g)?;
+        block_forward(stream, &w, ForwardInputs { attn: &attn, x0: &x0, pos: &pos }, fs)?;
+        block_backward(stream, &w, fs, BackwardInputs { attn: &attn, pos: &pos, dx2: &dx2, dqkv: &dqkv }, bs, g)?;
         let b = |t: &Tensor<bf16>| t.to_host().map(|v| to_f64(&v));
         let s = |t: &Tensor<f32>| t.to_host().map(|v| f32s(&v));
         let p = |t: &ColPartials| s(t.tensor().ok_or_else(|| Error::arg("dgamma partials", "not written"))?);
@@ -295,10 +295,10 @@ fn block_launches(
     let (mut fs, mut bs, mut g) = (BlockState::new(stream, c, m)?, BackwardState::new(stream, c, m)?, BlockGrads::new(stream, c, m)?);
     let (dx2, dqkv) = (Tensor::zeros(stream, &[m, c.hidden])?, Tensor::zeros(stream, &[m, c.qkv_width()])?);
     let t0 = stream.launches();
-    block_forward(stream, &w, &attn, &x0, &pos, &mut fs)?;
+    block_forward(stream, &w, ForwardInputs { attn: &attn, x0: &x0, pos: &pos }, &mut fs)?;
     let t1 = stream.launches();
     out.push((names[0], t1 - t0, c.forward_launches()));
-    block_backward(stream, &w, &fs, &attn, &pos, &dx2, &dqkv, &mut bs, &mut g)?;
+    block_backward(stream, &w, &fs, BackwardInputs { attn: &attn, pos: &pos, dx2: &dx2, dqkv: &dqkv }, &mut bs, &mut g)?;
     out.push((names[1], stream.launches() - t1, c.backward_launches()));
     Ok(fs)
 }

@@ -6,10 +6,11 @@ use std::cell::RefCell;
 use std::time::Duration;
 
 use coda_llama::blas::Cublas;
+use coda_llama::layout::HeadRows;
 use crate::baseline::CublasLt;
 use crate::reference::{Path, forward_rows};
 use coda_llama::{
-    BackwardState, BlockConfig, BlockGrads, BlockState, BlockWeights, HostWeights, QkNorm, block_backward, block_forward, layout,
+    BackwardInputs, BackwardState, BlockConfig, BlockGrads, BlockState, BlockWeights, ForwardInputs, HostWeights, QkNorm, block_backward, block_forward, layout,
 };
 use coda_runtime::{Error, Stream, Tensor, bench, bf16};
 use crate::host::{Check, Rng, sample_rows, to_f64};
@@ -35,15 +36,15 @@ pub fn random_weights(c: &BlockConfig, rng: &mut Rng) -> Result<HostWeights, Err
     let up = u(rng, f, d);
     let (wq, wk, wv) = (u(rng, c.heads * hd, d), u(rng, c.kv_heads * hd, d), u(rng, c.kv_heads * hd, d));
     // QK-norm's weights as a checkpoint holds them (rotate_half order), converted like Wq's rows.
-    let norm = |rng: &mut Rng| layout::rope_pairs_adjacent(&rng.bf16s(hd, 0.5, 1.5), 1, hd, 1);
+    let norm = |rng: &mut Rng| layout::rope_pairs_adjacent(&rng.bf16s(hd, 0.5, 1.5), HeadRows { heads: 1, head_dim: hd, cols: 1 });
     let qk_norm = if c.qk_norm { Some(QkNorm { q: norm(rng)?, k: norm(rng)? }) } else { None };
     Ok(HostWeights {
         wo: u(rng, d, c.attn_width()),
         gamma1: rng.bf16s(d, 0.5, 1.5),
-        w_gate_up: layout::interleave_gate_up(&gate, &up, f, d)?,
+        w_gate_up: layout::interleave_gate_up(&gate, &up, c)?,
         w_down: u(rng, d, f),
         gamma2: rng.bf16s(d, 0.5, 1.5),
-        w_qkv: layout::qkv_from_checkpoint(&wq, &wk, &wv, c.heads, c.kv_heads, hd, d)?,
+        w_qkv: layout::qkv_from_checkpoint(&wq, &wk, &wv, c)?,
         qk_norm,
     })
 }
@@ -75,7 +76,7 @@ pub fn forward_case(stream: &Stream, c: &BlockConfig, m: usize, sample: usize, s
     let mut s = BlockState::new(stream, c, m)?;
     let run = |s: &mut BlockState| -> Result<Vec<Vec<bf16>>, Error> {
         s.poison()?;
-        block_forward(stream, &w, &attn, &x0, &pos, s)?;
+        block_forward(stream, &w, ForwardInputs { attn: &attn, x0: &x0, pos: &pos }, s)?;
         let mut out = vec![s.x1.to_host()?, s.z1.to_host()?, s.y1.to_host()?, s.x2.to_host()?, s.qkv.to_host()?];
         if let Some(n) = &s.qk_norm {
             out.push(n.z2.to_host()?);
@@ -159,13 +160,13 @@ pub fn time_block(stream: &Stream, c: &BlockConfig, m: usize, samples: usize, re
         lt.matmul(stream, &g.dx0, &w.wo, &mut o[7])?;
         blas.weight_grad(stream, &g.dx0, &attn, &mut dw[3], false)
     };
-    let mut fused_fwd = |_: usize| block_forward(stream, &w, &attn, &x0, &pos, &mut fwd.borrow_mut());
+    let mut fused_fwd = |_: usize| block_forward(stream, &w, ForwardInputs { attn: &attn, x0: &x0, pos: &pos }, &mut fwd.borrow_mut());
     let mut bare_fwd = |_: usize| forward_gemms(&fwd.borrow(), &mut out.borrow_mut());
     let t = bench::interleaved(stream, Duration::from_secs(1), samples, reps, &mut [&mut fused_fwd, &mut bare_fwd])?;
     let mut fused_both = |_: usize| {
         let mut s = fwd.borrow_mut();
-        block_forward(stream, &w, &attn, &x0, &pos, &mut s)?;
-        block_backward(stream, &w, &s, &attn, &pos, &dx2, &dqkv, &mut bwd.borrow_mut(), &mut grads.borrow_mut())
+        block_forward(stream, &w, ForwardInputs { attn: &attn, x0: &x0, pos: &pos }, &mut s)?;
+        block_backward(stream, &w, &s, BackwardInputs { attn: &attn, pos: &pos, dx2: &dx2, dqkv: &dqkv }, &mut bwd.borrow_mut(), &mut grads.borrow_mut())
     };
     let mut bare_both = |_: usize| {
         let (s, mut o) = (fwd.borrow(), out.borrow_mut());

@@ -199,11 +199,11 @@ fn bad_inputs_are_errors(stream: &Stream) -> Result<(bool, String), Error> {
     expect("QK-norm config, weights without its norms", "qk_norm", coda_llama::BlockWeights::upload(stream, qk, &hw).map(|_| ()));
     let plain_w = coda_llama::BlockWeights::upload(stream, c, &block::random_weights(&c, &mut rng)?)?;
     let mut qk_in_plain = BlockState::new(stream, &qk, 300)?;
-    expect("plain weights, a QK-norm state", "s", coda_llama::block_forward(stream, &plain_w, &attn, &x0, &pos, &mut qk_in_plain));
-    coda_llama::block_forward(stream, &qk_w, &attn, &x0, &pos, &mut qk_state)?;
+    expect("plain weights, a QK-norm state", "s", coda_llama::block_forward(stream, &plain_w, coda_llama::ForwardInputs { attn: &attn, x0: &x0, pos: &pos }, &mut qk_in_plain));
+    coda_llama::block_forward(stream, &qk_w, coda_llama::ForwardInputs { attn: &attn, x0: &x0, pos: &pos }, &mut qk_state)?;
     let (mut bs, mut g) = (coda_llama::BackwardState::new(stream, &qk, 300)?, coda_llama::BlockGrads::new(stream, &qk, 300)?);
     let (dx2, dqkv) = (Tensor::zeros(stream, &[300, qk.hidden])?, Tensor::zeros(stream, &[300, qk.qkv_width()])?);
-    coda_llama::block_backward(stream, &qk_w, &qk_state, &attn, &pos, &dx2, &dqkv, &mut bs, &mut g)?;
+    coda_llama::block_backward(stream, &qk_w, &qk_state, coda_llama::BackwardInputs { attn: &attn, pos: &pos, dx2: &dx2, dqkv: &dqkv }, &mut bs, &mut g)?;
     let mut out = Tensor::<f32>::zeros(stream, &[128])?;
     let past_the_end = coda_runtime::aux::col_sums_grouped(stream, &bs.qk_gamma_partials, qk.qkv_width() - 64, 1, &mut out);
     expect("col_sums_grouped past the last column", "groups", past_the_end);
@@ -215,7 +215,7 @@ fn bad_inputs_are_errors(stream: &Stream) -> Result<(bool, String), Error> {
     // 38): a short dqkv is refused by its name and nothing is written.
     g.dgamma2.poison()?;
     let short_dqkv = Tensor::<bf16>::zeros(stream, &[300, qk.qkv_width() - 8])?;
-    let r = coda_llama::block_backward(stream, &qk_w, &qk_state, &attn, &pos, &dx2, &short_dqkv, &mut bs, &mut g);
+    let r = coda_llama::block_backward(stream, &qk_w, &qk_state, coda_llama::BackwardInputs { attn: &attn, pos: &pos, dx2: &dx2, dqkv: &short_dqkv }, &mut bs, &mut g);
     expect("block_backward with dqkv 8 columns short", "dqkv", r);
     let nothing_written = g.dgamma2.to_host()?.iter().all(|v| v.to_bits() == u32::MAX);
     // A head backward under weights whose loss changed since the forward.
@@ -231,11 +231,11 @@ fn bad_inputs_are_errors(stream: &Stream) -> Result<(bool, String), Error> {
     // gradient is the full backward's bit for bit.
     let dx2 = Tensor::from_host(stream, &rng.bf16s(300 * qk.hidden, -1.0, 1.0), &[300, qk.hidden])?;
     let dqkv = Tensor::from_host(stream, &rng.bf16s(300 * qk.qkv_width(), -1.0, 1.0), &[300, qk.qkv_width()])?;
-    coda_llama::block_backward(stream, &qk_w, &qk_state, &attn, &pos, &dx2, &dqkv, &mut bs, &mut g)?;
+    coda_llama::block_backward(stream, &qk_w, &qk_state, coda_llama::BackwardInputs { attn: &attn, pos: &pos, dx2: &dx2, dqkv: &dqkv }, &mut bs, &mut g)?;
     let mut frozen = coda_llama::BlockGrads::new(stream, &qk, 300)?;
     (frozen.dwo, frozen.dw_down) = (coda_llama::WeightGrad::Frozen, coda_llama::WeightGrad::Frozen);
     let before = stream.launches().blas;
-    coda_llama::block_backward(stream, &qk_w, &qk_state, &attn, &pos, &dx2, &dqkv, &mut bs, &mut frozen)?;
+    coda_llama::block_backward(stream, &qk_w, &qk_state, coda_llama::BackwardInputs { attn: &attn, pos: &pos, dx2: &dx2, dqkv: &dqkv }, &mut bs, &mut frozen)?;
     let blas_launches = stream.launches().blas - before;
     let bits = |t: &Tensor<bf16>| t.to_host().map(|v| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
     let fbits = |t: &Tensor<f32>| t.to_host().map(|v| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
@@ -276,7 +276,7 @@ fn bad_inputs_are_errors(stream: &Stream) -> Result<(bool, String), Error> {
         }
     }
     acc.accumulate = true;
-    coda_llama::block_backward(stream, &qk_w, &qk_state, &attn, &pos, &dx2, &dqkv, &mut bs, &mut acc)?;
+    coda_llama::block_backward(stream, &qk_w, &qk_state, coda_llama::BackwardInputs { attn: &attn, pos: &pos, dx2: &dx2, dqkv: &dqkv }, &mut bs, &mut acc)?;
     let (gn, an) = (g.qk_norm.as_ref().expect("QK-norm"), acc.qk_norm.as_ref().expect("QK-norm"));
     let sums = [(&gn.q, &an.q), (&gn.k, &an.k), (&g.dgamma1, &acc.dgamma1), (&g.dgamma2, &acc.dgamma2)];
     let mut sums_exact = true;

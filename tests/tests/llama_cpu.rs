@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use coda_runtime::bf16;
 use coda_runtime::dsl::interp::{self, Inputs, Precision};
-use coda_llama::layout::{interleave_gate_up, qkv_from_checkpoint, rope_pairs_adjacent, rope_pairs_half, split_gate_up};
+use coda_llama::layout::{FfnDims, HeadRows, interleave_gate_up, qkv_from_checkpoint, rope_pairs_adjacent, rope_pairs_half, split_gate_up};
 use coda_llama::programs::{
     cross_entropy_grad, linear_cross_entropy, linear_cross_entropy_backward, linear_cross_entropy_save, linear_dswiglu, linear_residual_rms_partial,
     linear_rowscale_qk_norm_rope, linear_rowscale_rope, linear_rowscale_swiglu_save, matmul, qk_norm_rope_backward, rms_input, rmsnorm_backward,
@@ -28,17 +28,17 @@ fn layouts_round_trip() {
     let (f, d) = (6, 4);
     let gate: Vec<u32> = (0..(f * d) as u32).collect();
     let up: Vec<u32> = (1000..1000 + (f * d) as u32).collect();
-    let w = interleave_gate_up(&gate, &up, f, d).unwrap();
+    let w = interleave_gate_up(&gate, &up, FfnDims { ffn: f, hidden: d }).unwrap();
     assert_eq!(&w[..2 * d], &[0, 1, 2, 3, 1000, 1001, 1002, 1003]);
-    assert_eq!(split_gate_up(&w, f, d).unwrap(), (gate, up));
+    assert_eq!(split_gate_up(&w, FfnDims { ffn: f, hidden: d }).unwrap(), (gate, up));
 
     let (heads, hd) = (3, 8);
     let q: Vec<u32> = (0..(heads * hd * d) as u32).collect();
-    let adj = rope_pairs_adjacent(&q, heads, hd, d).unwrap();
+    let adj = rope_pairs_adjacent(&q, HeadRows { heads, head_dim: hd, cols: d }).unwrap();
     // Head 0's rows become 0, 4, 1, 5, 2, 6, 3, 7.
     let first: Vec<u32> = adj.chunks(d).take(hd).map(|r| r[0] / d as u32).collect();
     assert_eq!(first, [0, 4, 1, 5, 2, 6, 3, 7]);
-    assert_eq!(rope_pairs_half(&adj, heads, hd, d).unwrap(), q);
+    assert_eq!(rope_pairs_half(&adj, HeadRows { heads, head_dim: hd, cols: d }).unwrap(), q);
 }
 
 /// RoPE in the checkpoint's rotate_half pairing equals RoPE on adjacent pairs
@@ -59,7 +59,7 @@ fn adjacent_pair_rope_matches_rotate_half() {
             rotated_half[h * hd + i + hd / 2] = a * s + b * c;
         }
     }
-    let adj_q = proj(&rope_pairs_adjacent(&wq, heads, hd, d).unwrap());
+    let adj_q = proj(&rope_pairs_adjacent(&wq, HeadRows { heads, head_dim: hd, cols: d }).unwrap());
     let mut rotated_adj = adj_q.clone();
     for p in 0..heads * hd / 2 {
         let (a, b) = (adj_q[2 * p], adj_q[2 * p + 1]);
@@ -68,7 +68,7 @@ fn adjacent_pair_rope_matches_rotate_half() {
         rotated_adj[2 * p + 1] = a * s + b * c;
     }
     // Rows of width 1: the inverse permutation applied to the output vector.
-    let back = rope_pairs_half(&rotated_adj, heads, hd, 1).unwrap();
+    let back = rope_pairs_half(&rotated_adj, HeadRows { heads, head_dim: hd, cols: 1 }).unwrap();
     for (a, b) in back.iter().zip(&rotated_half) {
         assert!((a - b).abs() < 1e-12);
     }
@@ -88,17 +88,14 @@ fn small_block(c: BlockConfig) -> (BlockConfig, HostWeights) {
     let w = HostWeights {
         wo: bf(&values(d * ka, 3, 0.2)),
         gamma1: bf(&values(d, 4, 0.5).iter().map(|g| 1.0 + g).collect::<Vec<_>>()),
-        w_gate_up: bf(&interleave_gate_up(&values(f * d, 5, 0.2), &values(f * d, 6, 0.2), f, d).unwrap()),
+        w_gate_up: bf(&interleave_gate_up(&values(f * d, 5, 0.2), &values(f * d, 6, 0.2), &c).unwrap()),
         w_down: bf(&values(d * f, 7, 0.1)),
         gamma2: bf(&values(d, 8, 0.5).iter().map(|g| 1.0 + g).collect::<Vec<_>>()),
         w_qkv: bf(&qkv_from_checkpoint(
             &values(c.heads * hd * d, 9, 0.2),
             &values(c.kv_heads * hd * d, 10, 0.2),
             &values(c.kv_heads * hd * d, 11, 0.2),
-            c.heads,
-            c.kv_heads,
-            hd,
-            d,
+            &c,
         )
         .unwrap()),
         qk_norm: c.qk_norm.then(|| {
