@@ -39,13 +39,16 @@ from scipy.optimize import least_squares
 import tune_log
 
 SMS = 132
-BANDWIDTH = 4.0e6  # bytes per µs, fixed (not fitted)
 NAMES = ["coop flops", "pp flops", "coop start", "pp start", "base", "tma byte", "sfu", "alu", "pp epilogue"]
 # Before session 25 `coda inspect` listed `DoubleTile` bytes apart (pair loads): they count as staged.
 WORK = re.compile(r"tile loads ([0-9.]+) B, (?:pair loads ([0-9.]+) B, )?stores ([0-9.]+) B, ([0-9.]+) SFU and ([0-9.]+) ALU")
 PAIR = ("coop_128x256_c1x1", "pp_128x128_c1x2")
-# `predicted_us`'s constants as tune.rs has them, in NAMES' order.
-CURRENT = [5.433e6, 5.475e6, 2.47, 2.77, 0.0413, 1.67e-3, 7.07e-3, 2.02e-3, 1.57]
+# Per GPU, `tune::COST_MODELS`' constants as tune.rs has them, in NAMES' order, and the
+# bandwidth floor (bytes per µs, not fitted: ~83% of the HBM's peak).
+CURRENT = {
+    "h200": ([5.433e6, 5.475e6, 2.47, 2.77, 0.0413, 1.67e-3, 7.07e-3, 2.02e-3, 1.57], 4.0e6),
+    "h100": ([5.865e6, 4.985e6, 0.0, 1.708, 0.0780, 0.0, 0.0262, 1.19e-3, 1.124], 2.8e6),
+}
 
 
 def works(path):
@@ -97,7 +100,7 @@ def timings(tune_logs, untuned, omit):
     return points
 
 
-def predicted_us(th, w, m, n, k, config):
+def predicted_us(th, w, m, n, k, config, bandwidth):
     """`predicted_us` with the constants `th` (their logs)."""
     fc, fp, sc, sp, base, tma, sfu, alu, pp_ep = np.exp(th)
     pp = config.startswith("pp")
@@ -108,26 +111,30 @@ def predicted_us(th, w, m, n, k, config):
     element = base + tma * w[0] + max(alu * w[3], sfu * w[2])
     epilogue = tm * tn / (128 if pp else 256) * (pp_ep if pp else 1) * element
     t = per_sm * max(mainloop, epilogue) + min(mainloop, epilogue) if pp else per_sm * (mainloop + epilogue)
-    return max(t, (2 * (m + n) * k + m * n * (w[0] + w[1])) / BANDWIDTH)
+    return max(t, (2 * (m + n) * k + m * n * (w[0] + w[1])) / bandwidth)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("inspect")
+    ap.add_argument("--gpu", choices=sorted(CURRENT), default="h200", help="whose constants and bandwidth")
     ap.add_argument("--tune", nargs="+", default=[])
     ap.add_argument("--untuned", nargs="+", default=[])
     ap.add_argument("--omit", nargs="+", default=[], metavar="FILE=PROG,...",
                     help="leave these programs' timings in FILE out (timed on an older build)")
     ap.add_argument("--hold-out", nargs="+", default=[], metavar="PROG",
                     help="fit without these programs, then report the choice on them too")
+    ap.add_argument("--tsv", metavar="OUT", help="also write each shape with both configs timed, as the "
+                    "tuner's tests read them (coda-runtime/tests/data/)")
     args = ap.parse_args()
+    current, bandwidth = CURRENT[args.gpu]
     work = works(args.inspect)
     omit = {f: set(ps.split(",")) for f, ps in (o.split("=", 1) for o in args.omit)}
     every = [p for p in timings(args.tune, args.untuned, omit) if p[0] in work]
     points = [p for p in every if p[0] not in args.hold_out]
 
     def resid(th):
-        return np.array([math.log(predicted_us(th, work[p], m, n, k, c) / (ms * 1e3)) for p, m, n, k, c, ms in points])
+        return np.array([math.log(predicted_us(th, work[p], m, n, k, c, bandwidth) / (ms * 1e3)) for p, m, n, k, c, ms in points])
 
     x0 = np.log([5.5e6, 5.5e6, 2.0, 2.0, 2e-3, 1e-3, 2e-3, 2e-4, 1.0])
     rng = np.random.default_rng(1)
@@ -136,25 +143,41 @@ def main():
     for name, v in zip(NAMES, np.exp(fit.x)):
         print(f"  {name:<12} {v:.4g}")
     held = [p for p in every if p[0] in args.hold_out]
-    for label, th in (("tune.rs's constants", np.log(CURRENT)), ("the fit", fit.x)):
-        report(label, th, work, points, "fitted")
+    models = ([("tune.rs's constants", np.log(np.maximum(current, 1e-300)))] if current else []) + [("the fit", fit.x)]
+    for label, th in models:
+        report(label, th, work, points, "fitted", bandwidth)
         if held:
-            report(label, th, work, held, "held out")
+            report(label, th, work, held, "held out", bandwidth)
+    if args.tsv:
+        write_tsv(args.tsv, work, every)
 
 
-def report(label, th, work, points, which):
-    """How choosing between the two defaults by the model does where both were timed."""
+def pairs(points):
+    """{(program, M, N, K): {config: ms}} of the shapes where both defaults were timed."""
     shapes = collections.defaultdict(dict)
     for p, m, n, k, c, ms in points:
         if p != "bare GEMM":
             shapes[(p, m, n, k)][c] = ms
+    return {s: per for s, per in sorted(shapes.items()) if len(per) == 2}
+
+
+def write_tsv(path, work, points):
+    with open(path, "w") as f:
+        f.write("program\ttile_load_bytes\tstore_bytes\tsfu\talu\tm\tn\tk\t" + "\t".join(PAIR) + "\n")
+        for (p, m, n, k), per in pairs(points).items():
+            w = work[p]
+            f.write("\t".join([p, *(f"{x:g}" for x in (w[0], w[1], w[2], w[3])), str(m), str(n), str(k),
+                                *(f"{per[c]:.4f}" for c in PAIR)]) + "\n")
+
+
+def report(label, th, work, points, which, bandwidth):
+    """How choosing between the two defaults by the model does where both were timed."""
     logs, wrong = [], []
-    for (p, m, n, k), per in sorted(shapes.items()):
-        if len(per) == 2:
-            pick = min(PAIR, key=lambda c: predicted_us(th, work[p], m, n, k, c))
-            logs.append(math.log(per[pick] / min(per.values())))
-            if logs[-1] > 0.01:
-                wrong.append(f"{p} {m}x{n}x{k} {per[pick] / min(per.values()):.3f}")
+    for (p, m, n, k), per in pairs(points).items():
+        pick = min(PAIR, key=lambda c: predicted_us(th, work[p], m, n, k, c, bandwidth))
+        logs.append(math.log(per[pick] / min(per.values())))
+        if logs[-1] > 0.01:
+            wrong.append(f"{p} {m}x{n}x{k} {per[pick] / min(per.values()):.3f}")
     if logs:
         print(f"{label}, {which}: choosing over {len(logs)} shapes with both configs timed: "
               f"geomean {math.exp(sum(logs) / len(logs)):.4f}, worst {math.exp(max(logs)):.3f} of the faster"

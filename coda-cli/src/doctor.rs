@@ -69,7 +69,7 @@ fn shipped_gpus() -> Vec<String> {
 /// What `gpu` gets that was measured elsewhere: the heuristic's constants
 /// and coda-llama's shipped searches; `None` where both were measured on it.
 fn configs_note(gpu: &str, shipped: &[String]) -> Option<String> {
-    let fitted = coda_runtime::tune::FITTED_ON;
+    let fitted = coda_runtime::tune::cost_model(gpu).gpu;
     let searched = shipped.iter().any(|g| g == gpu);
     if gpu == fitted && searched {
         return None;
@@ -82,8 +82,8 @@ fn configs_note(gpu: &str, shipped: &[String]) -> Option<String> {
         elsewhere.push(format!("coda-llama ships searches for {} only", shipped.join(", ")));
     }
     Some(format!(
-        "{} (this is an {gpu}): run `coda tune --shape M,N,K` at your shapes or set CODA_TUNE=search (on an H100 \
-         the heuristic's plain GEMM measured up to 1.16× cuBLASLt's at 8192-wide shapes: bench/NOTES.md, session 35)",
+        "{} (this is an {gpu}): run `coda tune --shape M,N,K` at your shapes or set CODA_TUNE=search (on an H100, \
+         before it had a fit of its own, the heuristic ran long-K programs up to 1.87× a search's best: bench/NOTES.md, session 41)",
         elsewhere.join(", and ")
     ))
 }
@@ -96,15 +96,17 @@ mod tests {
     /// where both were measured on this GPU.
     #[test]
     fn configs_note_names_what_was_measured_elsewhere() {
-        let fitted = coda_runtime::tune::FITTED_ON;
-        assert!(shipped_gpus().iter().any(|g| g == fitted));
-        assert_eq!(configs_note(fitted, &shipped_gpus()), None);
-        let h100 = "NVIDIA H100 80GB HBM3";
-        let both = configs_note(h100, &[fitted.to_string()]).unwrap();
-        assert!(both.starts_with(&format!("the heuristic was fitted on an {fitted}, and coda-llama ships searches for {fitted} only")), "{both}");
-        let one = configs_note(h100, &[fitted.to_string(), h100.to_string()]).unwrap();
-        assert!(one.starts_with(&format!("the heuristic was fitted on an {fitted} (this is an {h100})")), "{one}");
-        let other = configs_note(fitted, &[h100.to_string()]).unwrap();
-        assert!(other.starts_with(&format!("coda-llama ships searches for {h100} only")), "{other}");
+        // Every GPU with a cost model of its own gets no note where coda-llama ships its searches.
+        for cm in &coda_runtime::tune::COST_MODELS {
+            assert!(shipped_gpus().iter().any(|g| g == cm.gpu), "{}", cm.gpu);
+            assert_eq!(configs_note(cm.gpu, &shipped_gpus()), None);
+        }
+        let (h200, h100, gh200) = ("NVIDIA H200", "NVIDIA H100 80GB HBM3", "NVIDIA GH200 480GB");
+        let both = configs_note(gh200, &[h200.to_string()]).unwrap();
+        assert!(both.starts_with(&format!("the heuristic was fitted on an {h200}, and coda-llama ships searches for {h200} only")), "{both}");
+        let one = configs_note(gh200, &[h200.to_string(), gh200.to_string()]).unwrap();
+        assert!(one.starts_with(&format!("the heuristic was fitted on an {h200} (this is an {gh200})")), "{one}");
+        let other = configs_note(h100, &[h200.to_string()]).unwrap();
+        assert!(other.starts_with(&format!("coda-llama ships searches for {h200} only (this is an {h100})")), "{other}");
     }
 }

@@ -183,7 +183,7 @@ pub fn choose(kernel: &Kernel, stream: &Stream, prob: Problem) -> Result<Choice,
             Mode::Own => Some(Choice::own(kernel)),
             _ => cached(t.cache.get_or_insert_with(load_cache), gpu, kernel, prob).or_else(|| cached(&t.shipped, gpu, kernel, prob)),
         };
-        let found = found.or_else(|| (mode == Mode::Heuristic).then(|| heuristic(kernel, stream.sm_count() as usize, prob)));
+        let found = found.or_else(|| (mode == Mode::Heuristic).then(|| heuristic(kernel, gpu, stream.sm_count() as usize, prob)));
         if let Some(c) = found {
             return Ok(*t.chosen.entry(key).or_insert(c));
         }
@@ -209,7 +209,7 @@ fn search_store(kernel: &Kernel, stream: &Stream, prob: Problem, replace: bool) 
     let (best, ms) = timed[0];
     let ms_of = |c: Choice| timed.iter().find(|(t, _)| *t == c).map_or(f64::NAN, |t| t.1);
     let own_ms = ms_of(Choice::own(kernel));
-    let guess = heuristic(kernel, stream.sm_count() as usize, prob);
+    let guess = heuristic(kernel, stream.device_name(), stream.sm_count() as usize, prob);
     tracing::info!(
         "coda tune: {} M={} N={} K={}: {} {ms:.4} ms (own config {own_ms:.4} ms, heuristic's {} {:.4} ms, {} choices)",
         kernel.name(),
@@ -263,41 +263,98 @@ fn same_problem(e: &Entry, gpu: &str, kernel: &Kernel, prob: Problem) -> bool {
         == (gpu, kernel.name(), kernel.toolchain(), prob.m, prob.n, prob.k)
 }
 
-/// The heuristic's cost model of one launch, in microseconds. Per SM, tiles
-/// run one after another (`ceil(tiles / SMs)` of them, the tile count padded
-/// to the cluster). A tile's mainloop is its FLOPs at the schedule's
-/// sustained rate plus a fixed start; its epilogue costs, per element each
-/// thread holds, a base plus the program's [`Work`]: TMA-staged bytes, and
-/// the larger of its ALU and SFU time (separate pipes). A cooperative CTA
-/// runs a tile's mainloop, then its epilogue; a ping-pong CTA overlaps one
-/// warpgroup's epilogue with the other's mainloop (epilogues in turn), so it
-/// is bound by the larger of the two. No launch is faster than its bytes at
-/// the memory's bandwidth. The constants were fitted (least squares on log
-/// time, `bench/fit_cost_model.py`) to 202 timings on the H200, each shape's
-/// two default configs in [`scheduler`]'s options: session 8's searches of
-/// the Llama programs and session 7's untuned suite (bench/NOTES.md,
-/// session 17). Session 25 staged `DoubleTile` inputs by TMA and dropped the
-/// fit's two terms for per-thread pair loads; refitted with the pair
-/// programs searched again on those kernels, the model chooses as before at
-/// every shape (the two other pair programs' 12 shapes held out). Stores
-/// come into it only through the bandwidth floor: the fit gave them no
-/// weight.
-/// The GPU whose timings [`predicted_us`]' constants were fitted to.
-pub const FITTED_ON: &str = "NVIDIA H200";
+/// One GPU's constants of [`predicted_us`], fitted (least squares on log
+/// time, `bench/fit_cost_model.py --gpu`) to its searches' timings of each
+/// shape's two default configs in [`scheduler`]'s options.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CostModel {
+    /// The GPU (as the driver names it) whose timings these are.
+    pub gpu: &'static str,
+    /// Sustained bf16 FLOPs per µs and SM, cooperative and ping-pong.
+    pub coop_flops: f64,
+    pub pp_flops: f64,
+    /// Each tile's fixed start (µs), cooperative and ping-pong.
+    pub coop_start: f64,
+    pub pp_start: f64,
+    /// µs per element a thread holds: the base, per byte loaded by TMA, per
+    /// SFU and ALU operation; ping-pong's warpgroup pays `pp_epilogue` times more.
+    pub base: f64,
+    pub tma_byte: f64,
+    pub sfu: f64,
+    pub alu: f64,
+    pub pp_epilogue: f64,
+    /// Bytes per µs the memory sustains (not fitted: ~83% of the HBM's peak).
+    pub bandwidth: f64,
+}
 
-pub fn predicted_us(work: &Work, c: &Config, sms: usize, prob: Problem) -> f64 {
+/// The fitted models; a GPU with none of its own gets the first.
+///
+/// The H200's: 202 timings, session 8's searches of the Llama programs and
+/// session 7's untuned suite (bench/NOTES.md, session 17); session 25
+/// staged `DoubleTile` inputs by TMA and dropped the fit's two terms for
+/// per-thread pair loads; refitted with the pair programs searched again on
+/// those kernels, it chooses as before at every shape (the two other pair
+/// programs' 12 shapes held out). Stores come into it only through the
+/// bandwidth floor: the fit gave them no weight.
+///
+/// The H100's (session 41): 133 timings, session 40's searches of the
+/// shipped Llama shapes and three untuned-suite programs at long K. Where
+/// the H200's constants make the H100 run ping-pong 128×128 at long K, 1.17–
+/// 1.87× slower there than the cooperative 128×256 (on the H200 ping-pong
+/// is as fast), a fit to the Llama searches alone chose right at all nine
+/// held-out suite shapes. Its per-tile start of the cooperative schedule and
+/// its TMA byte term fit to zero.
+pub const COST_MODELS: [CostModel; 2] = [
+    CostModel {
+        gpu: "NVIDIA H200",
+        coop_flops: 5.433e6,
+        pp_flops: 5.475e6,
+        coop_start: 2.47,
+        pp_start: 2.77,
+        base: 0.0413,
+        tma_byte: 1.67e-3,
+        sfu: 7.07e-3,
+        alu: 2.02e-3,
+        pp_epilogue: 1.57,
+        bandwidth: 4.0e6,
+    },
+    CostModel {
+        gpu: "NVIDIA H100 80GB HBM3",
+        coop_flops: 5.865e6,
+        pp_flops: 4.985e6,
+        coop_start: 0.0,
+        pp_start: 1.708,
+        base: 0.0780,
+        tma_byte: 0.0,
+        sfu: 0.0262,
+        alu: 1.19e-3,
+        pp_epilogue: 1.124,
+        bandwidth: 2.8e6,
+    },
+];
+
+/// The cost model fitted on `gpu`, or the first of [`COST_MODELS`].
+pub fn cost_model(gpu: &str) -> &'static CostModel {
+    COST_MODELS.iter().find(|c| c.gpu == gpu).unwrap_or(&COST_MODELS[0])
+}
+
+/// The heuristic's cost model of one launch, in microseconds, with `cm`'s
+/// constants. Per SM, tiles run one after another (`ceil(tiles / SMs)` of
+/// them, the tile count padded to the cluster). A tile's mainloop is its
+/// FLOPs at the schedule's sustained rate plus a fixed start; its epilogue
+/// costs, per element each thread holds, a base plus the program's
+/// [`Work`]: TMA-staged bytes, and the larger of its ALU and SFU time
+/// (separate pipes). A cooperative CTA runs a tile's mainloop, then its
+/// epilogue; a ping-pong CTA overlaps one warpgroup's epilogue with the
+/// other's mainloop (epilogues in turn), so it is bound by the larger of the
+/// two. No launch is faster than its bytes at the memory's bandwidth.
+pub fn predicted_us(cm: &CostModel, work: &Work, c: &Config, sms: usize, prob: Problem) -> f64 {
     let pp = c.schedule == Schedule::Pingpong;
-    // Sustained bf16 FLOPs per µs and SM, and each tile's fixed start (µs).
-    let (flops, start) = if pp { (5.475e6, 2.77) } else { (5.433e6, 2.47) };
-    // 8-bit operands: twice the tensor-core rate (the H200's dense FP8 peak is
+    let (flops, start) = if pp { (cm.pp_flops, cm.pp_start) } else { (cm.coop_flops, cm.coop_start) };
+    // 8-bit operands: twice the tensor-core rate (Hopper's dense FP8 peak is
     // twice its bf16 peak), at the same sustained fraction (not yet fitted).
     let flops = if c.operands.is_fp8() { 2.0 * flops } else { flops };
-    // µs per element a thread holds: the base, per byte loaded by TMA, per
-    // ALU and SFU operation; ping-pong's warpgroup pays more per element.
-    let (base, tma_byte, alu, sfu) = (0.0413, 1.67e-3, 2.02e-3, 7.07e-3);
-    let pp_epilogue = if pp { 1.57 } else { 1.0 };
-    // Bytes per µs the H200's HBM sustains.
-    const BANDWIDTH: f64 = 4.0e6;
+    let pp_epilogue = if pp { cm.pp_epilogue } else { 1.0 };
 
     let (m, n, k) = (prob.m as f64, prob.n as f64, prob.k as f64);
     let tiles_m = prob.m.div_ceil(c.tile_m).div_ceil(c.cluster_m) * c.cluster_m;
@@ -307,20 +364,18 @@ pub fn predicted_us(work: &Work, c: &Config, sms: usize, prob: Problem) -> f64 {
     let mainloop = 2.0 * tile * k / flops + start;
     let per_thread = tile / if pp { 128.0 } else { 256.0 };
     let w = work;
-    let element = base
-        + tma_byte * w.tile_load_bytes as f64
-        + (alu * w.alu as f64).max(sfu * w.sfu as f64);
+    let element = cm.base + cm.tma_byte * w.tile_load_bytes as f64 + (cm.alu * w.alu as f64).max(cm.sfu * w.sfu as f64);
     let epilogue = per_thread * pp_epilogue * element;
     let t = if pp { per_sm * mainloop.max(epilogue) + mainloop.min(epilogue) } else { per_sm * (mainloop + epilogue) };
     let bytes = c.operands.a.bytes() as f64 * (m + n) * k + m * n * (w.tile_load_bytes + w.store_bytes) as f64;
-    t.max(bytes / BANDWIDTH)
+    t.max(bytes / cm.bandwidth)
 }
 
 /// The compiled config [`predicted_us`] ranks fastest (the first, the own
 /// config, on a tie), in the scheduler options of [`scheduler`].
-fn heuristic(kernel: &Kernel, sms: usize, prob: Problem) -> Choice {
-    let work = kernel.work();
-    let t = |c: Config| predicted_us(&work, &c, sms, prob);
+fn heuristic(kernel: &Kernel, gpu: &str, sms: usize, prob: Problem) -> Choice {
+    let (work, cm) = (kernel.work(), cost_model(gpu));
+    let t = |c: Config| predicted_us(cm, &work, &c, sms, prob);
     let (variant, v) = kernel
         .variants()
         .iter()
@@ -690,9 +745,9 @@ mod tests {
         tuner().mode = before;
     }
 
-    /// The heuristic runs the compiled config the model ranks fastest: the
-    /// own one on a tie, ping-pong 128×128 for a large plain GEMM and for a
-    /// large pair epilogue, the cooperative 128×256 for a
+    /// The heuristic runs the compiled config the GPU's model ranks fastest:
+    /// the own one on a tie; on the H200 ping-pong 128×128 for a large plain
+    /// GEMM and for a large pair epilogue, the cooperative 128×256 for a
     /// grid smaller than one wave (as the H200's searches of `dswiglu`
     /// found: ping-pong at 16384×8192×2048, coop at 1000×4096×1024).
     #[test]
@@ -700,14 +755,21 @@ mod tests {
         let variants: &'static [Variant] = Box::leak(Box::new([variant("coop_128x256_c1x1"), variant("pp_128x128_c1x2")]));
         let store = Work { store_bytes: 2.0, ..Work::ZERO };
         let pairs = Work { tile_load_bytes: 4.0, store_bytes: 4.0, sfu: 2.0, alu: 13.0, ..Work::ZERO };
-        let pick = |work, m, n, k| heuristic(&kernel("t", variants, "", work), 132, Problem { m, n, k }).config.name();
+        let pick = |work, m, n, k| heuristic(&kernel("t", variants, "", work), "NVIDIA H200", 132, Problem { m, n, k }).config.name();
         assert_eq!(pick(store, 16384, 4096, 4096), "pp_128x128_c1x2");
         assert_eq!(pick(store, 1000, 256, 256), "coop_128x256_c1x1");
         assert_eq!(pick(pairs, 16384, 8192, 2048), "pp_128x128_c1x2");
         assert_eq!(pick(pairs, 16384, 28672, 8192), "pp_128x128_c1x2");
         assert_eq!(pick(pairs, 1000, 4096, 1024), "coop_128x256_c1x1");
+        // On the H100 the cooperative tile at long K (its searches: ping-pong 1.2–1.9× slower);
+        // a GPU with no model of its own gets the H200's.
+        let on = |gpu, m, n, k| heuristic(&kernel("t", variants, "", store), gpu, 132, Problem { m, n, k }).config.name();
+        assert_eq!(on("NVIDIA H100 80GB HBM3", 16384, 4096, 22016), "coop_128x256_c1x1");
+        assert_eq!(on("NVIDIA H200", 16384, 4096, 22016), "pp_128x128_c1x2");
+        assert_eq!(on("NVIDIA GH200 480GB", 16384, 4096, 22016), "pp_128x128_c1x2");
+        assert_eq!(cost_model("NVIDIA GH200 480GB"), &COST_MODELS[0]);
         let alone: &'static [Variant] = Box::leak(Box::new([variant("pp_128x192_c2x1")]));
-        assert_eq!(heuristic(&kernel("t", alone, "", store), 132, Problem { m: 8, n: 8, k: 8 }).config.name(), "pp_128x192_c2x1");
+        assert_eq!(heuristic(&kernel("t", alone, "", store), "NVIDIA H200", 132, Problem { m: 8, n: 8, k: 8 }).config.name(), "pp_128x192_c2x1");
     }
 
     /// Swizzle 8 along M from a 32 × 32 grid of tiles (swizzle 1 at long K
@@ -740,6 +802,8 @@ mod tests {
         let c = Config::from_name("coop_128x256_c1x1").unwrap();
         let (m, n, k) = (64, 65536, 8192);
         let bytes = 2.0 * (m + n) as f64 * k as f64 + 2.0 * (m * n) as f64;
-        assert_eq!(predicted_us(&store, &c, 132, Problem { m, n, k }), bytes / 4.0e6);
+        for cm in &COST_MODELS {
+            assert_eq!(predicted_us(cm, &store, &c, 132, Problem { m, n, k }), bytes / cm.bandwidth);
+        }
     }
 }
