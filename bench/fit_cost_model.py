@@ -39,15 +39,16 @@ from scipy.optimize import least_squares
 import tune_log
 
 SMS = 132
-NAMES = ["coop flops", "pp flops", "coop start", "pp start", "base", "tma byte", "sfu", "alu", "pp epilogue"]
+NAMES = ["coop flops", "pp flops", "coop start", "pp start", "base", "tma byte", "sfu", "alu", "pp epilogue",
+         "pp power drop", "power after"]
 # Before session 25 `coda inspect` listed `DoubleTile` bytes apart (pair loads): they count as staged.
 WORK = re.compile(r"tile loads ([0-9.]+) B, (?:pair loads ([0-9.]+) B, )?stores ([0-9.]+) B, ([0-9.]+) SFU and ([0-9.]+) ALU")
 PAIR = ("coop_128x256_c1x1", "pp_128x128_c1x2")
 # Per GPU, `tune::COST_MODELS`' constants as tune.rs has them, in NAMES' order, and the
 # bandwidth floor (bytes per µs, not fitted: ~83% of the HBM's peak).
 CURRENT = {
-    "h200": ([5.433e6, 5.475e6, 2.47, 2.77, 0.0413, 1.67e-3, 7.07e-3, 2.02e-3, 1.57], 4.0e6),
-    "h100": ([5.865e6, 4.985e6, 0.0, 1.708, 0.0780, 0.0, 0.0262, 1.19e-3, 1.124], 2.8e6),
+    "h200": ([5.433e6, 5.475e6, 2.47, 2.77, 0.0413, 1.67e-3, 7.07e-3, 2.02e-3, 1.57, 0.0, 1000.0], 4.0e6),
+    "h100": ([5.861e6, 5.95e6, 0.324, 3.10, 0.0747, 3.06e-4, 0.0266, 1.19e-3, 1.10, 0.346, 1249.0], 2.8e6),
 }
 
 
@@ -102,7 +103,7 @@ def timings(tune_logs, untuned, omit):
 
 def predicted_us(th, w, m, n, k, config, bandwidth):
     """`predicted_us` with the constants `th` (their logs)."""
-    fc, fp, sc, sp, base, tma, sfu, alu, pp_ep = np.exp(th)
+    fc, fp, sc, sp, base, tma, sfu, alu, pp_ep, drop, after = np.exp(th)
     pp = config.startswith("pp")
     (tm, tn), (cm, cn) = (tuple(map(int, s.lstrip("c").split("x"))) for s in config.split("_")[1:])
     tiles = math.ceil(math.ceil(m / tm) / cm) * cm * math.ceil(math.ceil(n / tn) / cn) * cn
@@ -111,7 +112,8 @@ def predicted_us(th, w, m, n, k, config, bandwidth):
     element = base + tma * w[0] + max(alu * w[3], sfu * w[2])
     epilogue = tm * tn / (128 if pp else 256) * (pp_ep if pp else 1) * element
     t = per_sm * max(mainloop, epilogue) + min(mainloop, epilogue) if pp else per_sm * (mainloop + epilogue)
-    return max(t, (2 * (m + n) * k + m * n * (w[0] + w[1])) / bandwidth)
+    t = max(t, (2 * (m + n) * k + m * n * (w[0] + w[1])) / bandwidth)
+    return t * (1 + drop * max(0.0, 1 - after / t)) if pp else t
 
 
 def main():
@@ -136,7 +138,7 @@ def main():
     def resid(th):
         return np.array([math.log(predicted_us(th, work[p], m, n, k, c, bandwidth) / (ms * 1e3)) for p, m, n, k, c, ms in points])
 
-    x0 = np.log([5.5e6, 5.5e6, 2.0, 2.0, 2e-3, 1e-3, 2e-3, 2e-4, 1.0])
+    x0 = np.log([5.5e6, 5.5e6, 2.0, 2.0, 2e-3, 1e-3, 2e-3, 2e-4, 1.0, 0.3, 1000.0])
     rng = np.random.default_rng(1)
     fit = min((least_squares(resid, x0 + rng.normal(0, 1, x0.shape), max_nfev=3000) for _ in range(30)), key=lambda r: r.cost)
     print(f"{len(points)} timings, rms log error {math.sqrt(2 * fit.cost / len(points)):.4f}")

@@ -6,7 +6,8 @@
 //! 10's searches of the untuned suite at six shapes (84; `swiglu_backward`'s
 //! from session 25), programs and shapes the fit never saw. On the H100,
 //! session 40's searches of the shipped Llama shapes (43) and session 41's
-//! of three suite programs at long K (9), both fitted to. Choosing by the
+//! of three suite programs at long K (9), both fitted to, and of four other
+//! suite programs (16), held out. Choosing by the
 //! model must beat always running either config, and stay near each
 //! shape's faster one.
 
@@ -80,7 +81,7 @@ fn the_h100_model_ranks_the_h100_searches() {
     assert_eq!((llama.len(), suite.len()), (43, 9));
     let h100 = cost_model("NVIDIA H100 80GB HBM3");
     assert_eq!(h100.gpu, "NVIDIA H100 80GB HBM3");
-    for (what, rows, bound, worst_bound) in [("Llama", &llama, 1.015, 1.12), ("suite at long K", &suite, 1.001, 1.001)] {
+    for (what, rows, bound, worst_bound) in [("Llama", &llama, 1.005, 1.05), ("suite at long K", &suite, 1.001, 1.001)] {
         let (g, coop, pp, worst) = rank(h100, rows);
         eprintln!("H100 {what}: model {g:.4} (worst {:.3}, {}), cooperative alone {coop:.4}, ping-pong alone {pp:.4}", worst.0, worst.1);
         assert!(g <= bound && g <= coop.min(pp), "{what}: model {g:.4}, cooperative {coop:.4}, ping-pong {pp:.4}");
@@ -88,4 +89,18 @@ fn the_h100_model_ranks_the_h100_searches() {
     }
     let (h200_on_suite, ..) = rank(cost_model("NVIDIA H200"), &suite);
     assert!(h200_on_suite > 1.3, "the H200's model on the H100's suite searches: {h200_on_suite:.4}");
+}
+
+/// Four suite programs the H100's constants never saw (session 41, call C),
+/// at long K and in square launches of 0.2 and 1.6 ms (where ping-pong
+/// wins): better than the H200's constants and either config alone.
+#[test]
+fn the_h100_model_ranks_programs_it_never_saw() {
+    let rows = rows(include_str!("data/h100-held-out-searches.tsv"));
+    assert_eq!(rows.len(), 16);
+    let (g, coop, pp, worst) = rank(cost_model("NVIDIA H100 80GB HBM3"), &rows);
+    let (h200, ..) = rank(cost_model("NVIDIA H200"), &rows);
+    eprintln!("H100 held out: model {g:.4} (worst {:.3}, {}), cooperative alone {coop:.4}, ping-pong alone {pp:.4}, H200's model {h200:.4}", worst.0, worst.1);
+    assert!(g <= 1.005 && g < coop.min(pp) && g < h200, "model {g:.4}, cooperative {coop:.4}, ping-pong {pp:.4}, H200's {h200:.4}");
+    assert!(worst.0 <= 1.02, "worst choice {:.3}× ({})", worst.0, worst.1);
 }
