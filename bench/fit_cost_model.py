@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Fits the constants of the tuner's cost model (`coda_runtime::tune::predicted_us`)
-to timings from the H200, and says how well choosing by it does.
+"""Fits one GPU's constants of the tuner's cost model (`coda_runtime::tune::COST_MODELS`,
+`predicted_us`) to its timings, and says how well choosing by them does.
 
 Inputs: `coda inspect` output (each program's per-element work), `coda tune`
 logs run with CODA_LOG=debug (every timed choice; per config, the time in
@@ -12,20 +12,28 @@ session 7's did). The
 model below mirrors `predicted_us` term by term: change
 both together. Needs numpy and scipy.
 
-usage: fit_cost_model.py INSPECT.txt --tune tune.log [...] [--untuned coda.json [...]]
-                         [--omit FILE=PROG,...] [--hold-out PROG ...]
+usage: fit_cost_model.py INSPECT.txt [--gpu h200|h100] --tune tune.log [...] [--untuned coda.json [...]]
+                         [--omit FILE=PROG,...] [--hold-out PROG ...] [--tsv OUT]
 It reports how choosing between the two defaults does, by tune.rs's constants
-(CURRENT below) and by the fit. The constants in tune.rs are session 17's fit
-less its two terms for per-thread pair loads, dropped in session 25 when
-`DoubleTile` inputs came to be staged by TMA; refitted on session 25's
-searches of the pair programs (R=bench/results; $R/2026-12-04-s25/fit.txt)
+(CURRENT below) and by the fit. Ping-pong's power term is fitted only for a
+GPU whose constants have one (the H100's); elsewhere its drop stays 0.
+The H200's constants are session 17's fit less its two terms for per-thread
+pair loads, dropped in session 25 when `DoubleTile` inputs came to be staged
+by TMA; refitted on session 25's searches of the pair programs
+(R=bench/results; $R/2026-12-04-s25/fit.txt)
   fit_cost_model.py $R/2026-12-04-s25/inspect.txt \
       --tune $R/2026-12-01-s8/tune.log $R/2026-12-02-s16/tune.log $R/2026-12-04-s25/call2/tune-coda.log \
       --untuned $R/2026-12-01-s7/untuned.json \
       --omit $R/2026-12-01-s8/tune.log=linear_dswiglu $R/2026-12-02-s16/tune.log=linear_dswiglu \
              $R/2026-12-01-s7/untuned.json=swiglu_backward \
       --hold-out swiglu_backward dswiglu
-they choose as the refit does at every shape.
+they choose as the refit does at every shape. The H100's (session 41;
+$R/2026-12-06-s41/fit-h100.txt, whose second half is the same constants on
+all 68 shapes, without --hold-out):
+  fit_cost_model.py $R/2026-12-06-s40/inspect.txt --gpu h100 \
+      --tune $R/2026-12-06-s40/call-a-h100/h100/tune.log $R/2026-12-06-s41/call-b-h100/user-tune.log \
+             $R/2026-12-06-s41/call-c-h100/held-out-tune.log \
+      --hold-out geglu dequant_sigmoid softcap_lse bias_gelu_exact
 """
 import argparse
 import collections
@@ -135,17 +143,22 @@ def main():
     every = [p for p in timings(args.tune, args.untuned, omit) if p[0] in work]
     points = [p for p in every if p[0] not in args.hold_out]
 
+    # Without a power term the fit's last two constants stay at drop 0 (log of a tiny number).
+    power = current[9] > 0
+    full = (lambda th: th) if power else (lambda th: np.concatenate([th, np.log([1e-300, 1000.0])]))
+
     def resid(th):
+        th = full(th)
         return np.array([math.log(predicted_us(th, work[p], m, n, k, c, bandwidth) / (ms * 1e3)) for p, m, n, k, c, ms in points])
 
-    x0 = np.log([5.5e6, 5.5e6, 2.0, 2.0, 2e-3, 1e-3, 2e-3, 2e-4, 1.0, 0.3, 1000.0])
+    x0 = np.log([5.5e6, 5.5e6, 2.0, 2.0, 2e-3, 1e-3, 2e-3, 2e-4, 1.0, 0.3, 1000.0][:11 if power else 9])
     rng = np.random.default_rng(1)
     fit = min((least_squares(resid, x0 + rng.normal(0, 1, x0.shape), max_nfev=3000) for _ in range(30)), key=lambda r: r.cost)
     print(f"{len(points)} timings, rms log error {math.sqrt(2 * fit.cost / len(points)):.4f}")
     for name, v in zip(NAMES, np.exp(fit.x)):
         print(f"  {name:<12} {v:.4g}")
     held = [p for p in every if p[0] in args.hold_out]
-    models = ([("tune.rs's constants", np.log(np.maximum(current, 1e-300)))] if current else []) + [("the fit", fit.x)]
+    models = [("tune.rs's constants", np.log(np.maximum(current, 1e-300))), ("the fit", full(fit.x))]
     for label, th in models:
         report(label, th, work, points, "fitted", bandwidth)
         if held:

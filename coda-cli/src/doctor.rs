@@ -82,8 +82,8 @@ fn configs_note(gpu: &str, shipped: &[String]) -> Option<String> {
         elsewhere.push(format!("coda-llama ships searches for {} only", shipped.join(", ")));
     }
     Some(format!(
-        "{} (this is an {gpu}): run `coda tune --shape M,N,K` at your shapes or set CODA_TUNE=search (on an H100, \
-         before it had a fit of its own, the heuristic ran long-K programs up to 1.87× a search's best: bench/NOTES.md, session 41)",
+        "{} (this is an {gpu}): run `coda tune --shape M,N,K` at your shapes or set CODA_TUNE=search (a fit from another \
+         GPU can choose far from a search's best: on an H100 the H200's ran long launches up to 1.87× slower; bench/NOTES.md, session 41)",
         elsewhere.join(", and ")
     ))
 }

@@ -168,7 +168,7 @@ mod tests {
         refused(split_gate_up(&w, FfnDims { ffn: (1 << 62) + 6, hidden: 2 }), "w", "more than usize::MAX");
     }
 
-    /// RoPE pairs need an even, non-zero head_dim and a `[heads · head_dim, d]` weight.
+    /// RoPE pairs need an even, non-zero head_dim and a `[heads · head_dim, cols]` weight.
     #[test]
     fn rope_pair_rules_are_checked() {
         let w: Vec<u32> = (0..2 * 8 * 3).collect();

@@ -536,29 +536,25 @@ fn qkv_to_checkpoint<'py>(
     by_itemsize!(py, itemsize, run(w, heads, kv_heads, head_dim, d))
 }
 
-/// Each head's rows of `w` `[heads · head_dim, d]` from the rotate_half
+/// Each head's rows of `w` `[heads · head_dim, cols]` from the rotate_half
 /// pairing to adjacent pairs, or back where `to_adjacent` is false (e.g. a
-/// QK-norm weight: one head, `d` = 1).
+/// QK-norm weight: one head, `cols` = 1).
 #[pyfunction]
 fn rope_pairs<'py>(
     py: Python<'py>,
     w: &[u8],
     heads: usize,
     head_dim: usize,
-    d: usize,
+    cols: usize,
     to_adjacent: bool,
     itemsize: usize,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    fn run<'py, const N: usize>(py: Python<'py>, w: &[u8], heads: usize, head_dim: usize, d: usize, to_adjacent: bool) -> PyResult<Bound<'py, PyBytes>> {
+    fn run<'py, const N: usize>(py: Python<'py>, w: &[u8], rows: HeadRows, to_adjacent: bool) -> PyResult<Bound<'py, PyBytes>> {
         let w = elems::<N>(py, "w", w)?;
-        let out = if to_adjacent {
-            coda_llama::layout::rope_pairs_adjacent(&w, HeadRows { heads, head_dim, cols: d })
-        } else {
-            coda_llama::layout::rope_pairs_half(&w, HeadRows { heads, head_dim, cols: d })
-        };
+        let out = if to_adjacent { coda_llama::layout::rope_pairs_adjacent(&w, rows) } else { coda_llama::layout::rope_pairs_half(&w, rows) };
         Ok(to_bytes(py, &out.map_err(|e| to_py(py, e))?))
     }
-    by_itemsize!(py, itemsize, run(w, heads, head_dim, d, to_adjacent))
+    by_itemsize!(py, itemsize, run(w, HeadRows { heads, head_dim, cols }, to_adjacent))
 }
 
 /// `(used, peak)` bytes of `device`'s memory pool, where CODA allocates its

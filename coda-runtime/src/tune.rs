@@ -17,7 +17,7 @@
 //!   once on random data, keep the fastest, and write it to the cache
 //!   (`CODA_TUNE_CACHE`, default `~/.cache/coda-rs/tuning.json`).
 //!
-//! A choice is stable for the life of the process. A search runs outside the
+//! A choice is stable for the life of the process (per device). A search runs outside the
 //! tuner's lock; if two threads search one shape at once, the first result
 //! stored wins for both.
 
@@ -76,7 +76,8 @@ pub struct Entry {
 #[derive(Default)]
 struct Tuner {
     mode: Option<Mode>,
-    chosen: HashMap<(&'static str, usize, usize, usize), Choice>,
+    /// Keyed by device ordinal too: the heuristic's choice depends on the GPU.
+    chosen: HashMap<(usize, &'static str, usize, usize, usize), Choice>,
     cache: Option<Vec<Entry>>,
     shipped: Vec<Entry>,
     /// The shipped caches already parsed (by address), so [`ship`] is idempotent.
@@ -168,7 +169,7 @@ fn store_entry(path: &Path, entry: &Entry) -> Result<Vec<Entry>, Error> {
 
 /// The choice for `kernel` at `prob` (see the module docs).
 pub fn choose(kernel: &Kernel, stream: &Stream, prob: Problem) -> Result<Choice, Error> {
-    let key = (kernel.name(), prob.m, prob.n, prob.k);
+    let key = (stream.ordinal(), kernel.name(), prob.m, prob.n, prob.k);
     let gpu = stream.device_name();
     let mode = {
         let mut t = tuner();
@@ -204,7 +205,7 @@ pub fn search_and_store(kernel: &Kernel, stream: &Stream, prob: Problem) -> Resu
 /// The search of [`search_and_store`]; unless `replace`, a choice another
 /// thread made meanwhile wins and nothing is stored.
 fn search_store(kernel: &Kernel, stream: &Stream, prob: Problem, replace: bool) -> Result<Choice, Error> {
-    let key = (kernel.name(), prob.m, prob.n, prob.k);
+    let key = (stream.ordinal(), kernel.name(), prob.m, prob.n, prob.k);
     let timed = search(kernel, stream, prob)?;
     let (best, ms) = timed[0];
     let ms_of = |c: Choice| timed.iter().find(|(t, _)| *t == c).map_or(f64::NAN, |t| t.1);
@@ -292,7 +293,9 @@ pub struct CostModel {
     pub bandwidth: f64,
 }
 
-/// The fitted models; a GPU with none of its own gets the first.
+/// The fitted models; a GPU with none of its own gets the first. The lookup
+/// is by the exact name the driver gives, since each model is one card's
+/// fit: an H100 PCIe or NVL, an H800 or a GH200 gets the H200's.
 ///
 /// The H200's: 202 timings, session 8's searches of the Llama programs and
 /// session 7's untuned suite (bench/NOTES.md, session 17); session 25
@@ -806,6 +809,32 @@ mod tests {
         assert_eq!(long("pp_128x128_c1x2", 4096, 8192, 32768), (8, Raster::AlongM), "32 rows of tiles");
         assert_eq!(long("coop_128x256_c1x1", 16384, 8192, 28672), (8, Raster::AlongM), "no cluster along N");
         assert_eq!(long("pp_128x128_c2x2", 16384, 8192, 28672), (8, Raster::AlongM), "a 2 × 2 cluster");
+    }
+
+    /// Ping-pong's power term: nothing in a launch shorter than
+    /// `power_after_us`, `t · (1 + drop · (1 − after / t))` past it, after
+    /// the bandwidth floor; the cooperative schedule never pays it.
+    #[test]
+    fn long_ping_pong_launches_pay_the_power_term() {
+        let store = Work { store_bytes: 2.0, ..Work::ZERO };
+        let (h100, h200) = (cost_model("NVIDIA H100 80GB HBM3"), cost_model("NVIDIA H200"));
+        let without = CostModel { pp_power_drop: 0.0, ..*h100 };
+        let (pp, coop) = (Config::from_name("pp_128x128_c1x2").unwrap(), Config::from_name("coop_128x256_c1x1").unwrap());
+        let t = |cm: &CostModel, c: &Config, m, n, k| predicted_us(cm, &store, c, 132, Problem { m, n, k });
+        let short = (4096, 4096, 4096);
+        assert!(t(&without, &pp, short.0, short.1, short.2) < h100.power_after_us);
+        assert_eq!(t(h100, &pp, short.0, short.1, short.2), t(&without, &pp, short.0, short.1, short.2));
+        // A compute-bound launch and one at the bandwidth floor (3.1 ms of bytes).
+        for (m, n, k, at_floor) in [(16384, 8192, 28672, false), (64, 262144, 16384, true)] {
+            let plain = t(&without, &pp, m, n, k);
+            assert!(plain > h100.power_after_us, "{plain}");
+            let floor = 2.0 * ((m + n) * k + m * n) as f64 / h100.bandwidth;
+            assert_eq!(plain == floor, at_floor, "{m}×{n}×{k}: {plain} µs, floor {floor}");
+            let want = plain * (1.0 + h100.pp_power_drop * (1.0 - h100.power_after_us / plain));
+            assert!((t(h100, &pp, m, n, k) - want).abs() <= 1e-9 * want, "{m}×{n}×{k}");
+            assert_eq!(t(h100, &coop, m, n, k), t(&without, &coop, m, n, k));
+        }
+        assert_eq!(h200.pp_power_drop, 0.0);
     }
 
     /// A launch whose bytes outweigh its tiles' work is predicted at its
