@@ -210,6 +210,27 @@ class BlockOp(unittest.TestCase):
         x2, qkv = blk(self.attn, self.x0, self.pos)
         self.assertEqual((x2.shape, qkv.shape), (self.x0.shape, self.dqkv.shape))
 
+    def test_autocast_runs_f32_weights_in_bf16(self):
+        """Under ``torch.autocast("cuda", dtype=torch.bfloat16)``, f32 inputs
+        and weights holding bf16 values (AMP's master weights) give the bf16
+        run's outputs bit for bit and its gradients in f32 (the cast's
+        backward); under autocast to f16, bf16 tensors run and f32 ones are
+        refused by name."""
+        coda = lambda attn, x0, pos, weights, freq, c: block(attn, x0, pos, weights, c, freq)  # noqa: E731
+        want = self.run_block(torch.bfloat16, coda)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            got = self.run_block(torch.float32, coda)
+        for name, g, w in zip(NAMES, got, want):
+            self.assertEqual(g.dtype, torch.bfloat16 if name in ("x2", "qkv") else torch.float32, name)
+            self.assertTrue(torch.equal(g, w.to(g.dtype)), name)
+        with torch.autocast("cuda", dtype=torch.float16):
+            # bf16 tensors run as they are; f32 ones cannot follow an f16 autocast.
+            x2, qkv = block(self.attn, self.x0, self.pos, self.weights, self.c, self.freq)
+            self.assertTrue(torch.equal(x2, want[0]) and torch.equal(qkv, want[1]))
+            with self.assertRaises(ArgumentError) as e:
+                block(self.attn, self.x0, self.pos, [w.float() for w in self.weights], self.c, self.freq)
+        self.assertEqual(e.exception.argument, "attn", str(e.exception))
+
     def test_refusals_name_their_argument(self):
         w = list(self.weights)
 

@@ -2,8 +2,9 @@
 # Session 41's plan for the next device calls (main's build packed in
 # .device; carry [".device"]). STEP=1 (≤ 480 s, an H200 wanted): issue H's
 # "Done when": `gpu --quick`, then one compare.py run of the default build
-# (333 s in session 36) for the README's tables. STEP=2 (≤ 400 s, either
-# GPU): issue I's loss variants — their programs have no shipped search,
+# (333 s in session 36) for the README's tables. STEP=2 (≤ 520 s, either
+# GPU): the wheel's `test_block` and `test_head` (session 41's autocast
+# tests among them, not yet run), then issue I's loss variants — their programs have no shipped search,
 # while their plain siblings do (the suspect for the H100's 1.04–1.05× at
 # d = 2048, session 41): search them at the siblings' shipped shapes into
 # a cache of their own, time the variants with and without it; the cache
@@ -25,6 +26,9 @@ if [[ $STEP == 1 ]]; then
   echo "compare at $(el) s"; grep "^|" "$o/compare.log" | tail -22
 else
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/py /tmp/b/coda_rs-*.whl > "$o/pip.log" 2>&1
+  # Session 41's autocast tests (and the rest of the two files), not yet run on a GPU.
+  (cd coda-python/tests && PYTHONPATH=/tmp/py timeout 120 python3 -m unittest -v test_block test_head) > "$o/python.log" 2>&1
+  echo "python tests exit $? at $(el) s"; grep -E "FAIL|ERROR|^Ran|^OK" "$o/python.log" | tail -5
   for h in 2048 4096; do
     PYTHONPATH=/tmp/py timeout 60 python3 bench/head_variants.py --hidden $h > "$o/variants-$h.log" 2>&1
     echo "== variants d=$h exit $? at $(el) s"; tail -n 5 "$o/variants-$h.log"

@@ -35,7 +35,7 @@ import torch
 
 from . import _coda
 from ._errors import argument_error
-from .block import OP_TAGS, _rows
+from .block import OP_TAGS, _rows, autocast_bf16
 
 __all__ = ["head_loss"]
 
@@ -164,7 +164,9 @@ def head_loss(x, targets, gamma, w, eps=1e-5, chunk_rows=4096, softcap=None, z_l
     ``targets``, a 0-dim f32 tensor; differentiable in ``x``, ``gamma``, ``w``.
     With ``softcap`` the logits are ``softcap · tanh(logits / softcap)``
     first (Gemma); ``z_loss`` adds ``z_loss · lse²`` per row (PaLM);
-    ``label_smoothing`` is ``F.cross_entropy``'s. The logits are never stored."""
+    ``label_smoothing`` is ``F.cross_entropy``'s. The logits are never stored.
+    Under ``torch.autocast("cuda", dtype=torch.bfloat16)`` f32 ``x``,
+    ``gamma`` and ``w`` are cast to bf16 first."""
     if softcap is not None and not (softcap > 0 and math.isfinite(softcap)):
         raise argument_error("softcap", f"{softcap} must be positive and finite (or None for no cap)")
     if not (math.isfinite(z_loss) and z_loss >= 0):
@@ -175,6 +177,7 @@ def head_loss(x, targets, gamma, w, eps=1e-5, chunk_rows=4096, softcap=None, z_l
     if not (isinstance(chunk_rows, int) and chunk_rows > 0 and chunk_rows % 256 == 0):
         raise argument_error("chunk_rows", f"{chunk_rows!r} must be a positive multiple of 256")
     cap = 0.0 if softcap is None else float(softcap)
+    x, gamma, w = autocast_bf16("x", (x, gamma, w))
     if not (torch.is_grad_enabled() and any(t.requires_grad for t in (x, gamma, w))):
         # Evaluation: no gradients to keep, so no chunks, no backward GEMMs.
         return torch.ops.coda_rs.head_loss_forward(x, targets, gamma, w, eps, cap, float(z_loss), float(label_smoothing)).reshape(())
