@@ -214,8 +214,8 @@ class BlockOp(unittest.TestCase):
         """Under ``torch.autocast("cuda", dtype=torch.bfloat16)``, f32 inputs
         and weights holding bf16 values (AMP's master weights) give the bf16
         run's outputs bit for bit and its gradients in f32 (the cast's
-        backward); under autocast to f16, bf16 tensors run and f32 ones are
-        refused by name."""
+        backward); under autocast to f16, bf16 tensors run and the first f32
+        one is refused by its name."""
         coda = lambda attn, x0, pos, weights, freq, c: block(attn, x0, pos, weights, c, freq)  # noqa: E731
         want = self.run_block(torch.bfloat16, coda)
         with torch.autocast("cuda", dtype=torch.bfloat16):
@@ -229,7 +229,7 @@ class BlockOp(unittest.TestCase):
             self.assertTrue(torch.equal(x2, want[0]) and torch.equal(qkv, want[1]))
             with self.assertRaises(ArgumentError) as e:
                 block(self.attn, self.x0, self.pos, [w.float() for w in self.weights], self.c, self.freq)
-        self.assertEqual(e.exception.argument, "attn", str(e.exception))
+        self.assertEqual(e.exception.argument, "wo", str(e.exception))
 
     def test_refusals_name_their_argument(self):
         w = list(self.weights)

@@ -96,8 +96,8 @@ class HeadOp(unittest.TestCase):
     def test_autocast_runs_f32_weights_in_bf16(self):
         """Under ``torch.autocast("cuda", dtype=torch.bfloat16)``, f32 ``x``,
         ``gamma`` and ``w`` holding bf16 values give the bf16 run's loss bit
-        for bit and its gradients in f32; an f32 weight under autocast to f16
-        is refused as `x`."""
+        for bit and its gradients in f32; an f32 `w` under autocast to f16 is
+        refused by its name."""
         coda = lambda x, t, gamma, w: head_loss(x, t, gamma, w, EPS, chunk_rows=256)  # noqa: E731
         want = self.run_tail(torch.bfloat16, coda)
         with torch.autocast("cuda", dtype=torch.bfloat16):
@@ -107,7 +107,7 @@ class HeadOp(unittest.TestCase):
             self.assertTrue(torch.equal(g, w.to(torch.float32)), name)
         with torch.autocast("cuda", dtype=torch.float16), self.assertRaises(ArgumentError) as e:
             head_loss(self.x, self.targets, self.gamma, self.w.float(), EPS)
-        self.assertEqual(e.exception.argument, "x", str(e.exception))
+        self.assertEqual(e.exception.argument, "w", str(e.exception))
 
     def test_compiled_matches_eager(self):
         def loss(x, t, gamma, w):

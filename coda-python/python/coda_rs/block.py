@@ -106,22 +106,23 @@ def _keep_f32_freq(module, config):
         module.freq = rope_freq(config, module.freq.device)
 
 
-def autocast_bf16(name, tensors):
-    """``tensors`` as the kernels take them under ``torch.autocast`` on CUDA:
-    each floating tensor of another dtype cast to bf16 where autocast's
-    dtype is bf16 (tracked by autograd, so f32 master weights get their
-    gradients in f32, rounded through bf16 as autocast's ``Linear`` gives
-    them); where it is another dtype, such a tensor is refused as ``name``
-    (the kernels are bf16; bf16 tensors run as they are). Outside autocast,
-    every tensor as given."""
+def autocast_bf16(names, tensors):
+    """``tensors`` (named ``names``, in order) as the kernels take them under
+    ``torch.autocast`` on CUDA: each floating tensor of another dtype (f64
+    too) cast to bf16 where autocast's dtype is bf16 (tracked by autograd,
+    so f32 master weights get their gradients in f32, rounded through bf16
+    as autocast's ``Linear`` gives them); where it is another dtype, the
+    first such tensor is refused by its name (the kernels are bf16; bf16
+    tensors run as they are). Outside autocast, every tensor as given."""
     if not torch.is_autocast_enabled("cuda"):
         return tensors
-    cast = [t is not None and t.is_floating_point() and t.dtype != _BF16 for t in tensors]
+    cast = [isinstance(t, torch.Tensor) and t.is_floating_point() and t.dtype != _BF16 for t in tensors]
     if not any(cast):
         return tensors
     dt = torch.get_autocast_dtype("cuda")
     if dt != _BF16:
-        raise argument_error(name, f"is run under torch.autocast to {dt} with non-bf16 tensors: the kernels are bf16 (autocast with dtype=torch.bfloat16)")
+        name, t = next((n, t) for n, t, c in zip(names, tensors, cast) if c)
+        raise argument_error(name, f"is {t.dtype} under torch.autocast to {dt}: the kernels are bf16 (autocast with dtype=torch.bfloat16)")
     return tuple(t.to(_BF16) if c else t for t, c in zip(tensors, cast))
 
 
@@ -315,7 +316,7 @@ def block(attn, x0, pos, weights, config, freq=None):
     if freq is None:
         freq = _shared_freq(config, x0.device)
     # `pos` and `freq` stay f32, as the kernels take them.
-    attn, x0, *weights = autocast_bf16("attn", (attn, x0, *weights))
+    attn, x0, *weights = autocast_bf16(("attn", "x0", *_WEIGHT_NAMES.split(", "), "q_norm", "k_norm"), (attn, x0, *weights))
     q_norm, k_norm = weights[6:] if config.qk_norm else (None, None)
     x2, qkv, *_ = torch.ops.coda_rs.block_forward(attn, x0, pos, *weights[:6], freq, q_norm, k_norm, *config._native())
     return x2, qkv

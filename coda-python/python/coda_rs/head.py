@@ -177,7 +177,7 @@ def head_loss(x, targets, gamma, w, eps=1e-5, chunk_rows=4096, softcap=None, z_l
     if not (isinstance(chunk_rows, int) and chunk_rows > 0 and chunk_rows % 256 == 0):
         raise argument_error("chunk_rows", f"{chunk_rows!r} must be a positive multiple of 256")
     cap = 0.0 if softcap is None else float(softcap)
-    x, gamma, w = autocast_bf16("x", (x, gamma, w))
+    x, gamma, w = autocast_bf16(("x", "gamma", "w"), (x, gamma, w))
     if not (torch.is_grad_enabled() and any(t.requires_grad for t in (x, gamma, w))):
         # Evaluation: no gradients to keep, so no chunks, no backward GEMMs.
         return torch.ops.coda_rs.head_loss_forward(x, targets, gamma, w, eps, cap, float(z_loss), float(label_smoothing)).reshape(())
