@@ -4,7 +4,7 @@
 # "Done when": `gpu --quick`, then one compare.py run of the default build
 # (333 s in session 36) for the README's tables. STEP=2 (≤ 520 s, either
 # GPU): the wheel's `test_block` and `test_head` (session 41's autocast
-# tests among them, not yet run), then issue I's loss variants — their programs have no shipped search,
+# tests among them, not yet run), coda-candle's GPU test, then issue I's loss variants — their programs have no shipped search,
 # while their plain siblings do (the suspect for the H100's 1.04–1.05× at
 # d = 2048, session 41): search them at the siblings' shipped shapes into
 # a cache of their own, time the variants with and without it; the cache
@@ -29,6 +29,10 @@ else
   # Session 41's autocast tests (and the rest of the two files), not yet run on a GPU.
   (cd coda-python/tests && PYTHONPATH=/tmp/py timeout 120 python3 -m unittest -v test_block test_head) > "$o/python.log" 2>&1
   echo "python tests exit $? at $(el) s"; grep -E "FAIL|ERROR|^Ran|^OK" "$o/python.log" | tail -5
+  # coda-candle's GPU test with the named block inputs (.device/candle-gpu.xz, built at fbb55f3).
+  xz -dc .device/candle-gpu.xz > /tmp/b/candle-gpu && chmod +x /tmp/b/candle-gpu
+  timeout 90 coda-candle/run-gpu-test.sh /tmp/b/candle-gpu > "$o/candle.log" 2>&1
+  echo "candle exit $? at $(el) s: $(grep -E "test result|passed|failed" "$o/candle.log" | tail -1)"
   for h in 2048 4096; do
     PYTHONPATH=/tmp/py timeout 60 python3 bench/head_variants.py --hidden $h > "$o/variants-$h.log" 2>&1
     echo "== variants d=$h exit $? at $(el) s"; tail -n 5 "$o/variants-$h.log"
