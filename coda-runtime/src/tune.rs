@@ -307,9 +307,10 @@ pub struct CostModel {
 ///
 /// The H100's (session 41): 133 timings, session 40's searches of the
 /// shipped Llama shapes and three untuned-suite programs at long K. There
-/// ping-pong 128×128 is faster in launches shorter than ~1 ms and up to
-/// 1.7× slower than the cooperative 128×256 in launches of several ms (the
-/// H200's constants, with no power term, ran it everywhere); only the
+/// ping-pong 128×128 is faster in most launches of ~0.2 to 2 ms and up to
+/// 1.7× slower than the cooperative 128×256 in most of those of 2.4 ms and more
+/// (likely the power cap, not measured; the H200's constants, with no
+/// power term, ran ping-pong everywhere); only the
 /// power term separates the two. On 16 searches of four other suite
 /// programs, held out: 1.0013× each shape's faster config on geomean,
 /// worst 1.011× (the H200's constants: 1.053×, worst 1.26×). The H200's
