@@ -72,16 +72,6 @@ def works(path):
     return out
 
 
-def scheduler(m, n, k, config):
-    """The heuristic's swizzle and raster (`tune::scheduler`), as logged."""
-    (tm, tn), (cm, cn) = (tuple(map(int, s.lstrip("c").split("x"))) for s in config.split("_")[1:3])
-    gm, gn = math.ceil(m / tm), math.ceil(n / tn)
-    if min(gm, gn) >= 32:
-        long_k = cm == 1 and cn >= 2 and k >= 24576 and gm >= 64
-        return (1 if long_k else 8), "along M"
-    return 1, "along M" if gn >= gm else "along N"
-
-
 def timings(tune_logs, untuned, omit):
     """(program, M, N, K, config, ms) of each default config in the heuristic's scheduler options;
     `omit` maps a file to the programs whose timings in it are left out (built from older code)."""
@@ -89,7 +79,7 @@ def timings(tune_logs, untuned, omit):
     for path in tune_logs:
         for p, m, n, k, config, swizzle, raster, ms in tune_log.timings([path]):
             p = p.split("::")[-1]
-            if config in PAIR and (swizzle, raster) == scheduler(m, n, k, config) and p not in omit.get(path, ()):
+            if config in PAIR and (swizzle, raster) == tune_log.scheduler(m, n, k, config) and p not in omit.get(path, ()):
                 timed[(p, m, n, k, config)] = ms
     points = [(*k, t) for k, t in timed.items()]
     for path in untuned:
@@ -102,7 +92,7 @@ def timings(tune_logs, untuned, omit):
             if len(ran) != 2 or e["name"] in omit.get(path, ()):
                 continue
             for role, config, swizzle, raster in ran:
-                opts = scheduler(m, n, k, config) if config in PAIR else None
+                opts = tune_log.scheduler(m, n, k, config) if config in PAIR else None
                 if opts and ((int(swizzle), raster) == opts or (swizzle, raster) == ("1", "raster auto")):
                     points.append((e["name"] if role == "fused" else "bare GEMM", m, n, k, config,
                                    e["fused_ms"] if role == "fused" else e["cutlass_ms"]))

@@ -5,9 +5,14 @@ z-loss, label smoothing and all three, against the plain cross-entropy tail,
 timed interleaved in one process (CUDA events, warm-up, median of many
 samples; the weights alone outgrow the L2). Needs the coda_rs wheel and a GPU.
 
-usage: head_variants.py [--tokens 16384] [--hidden 2048] [--vocab 32768] [--samples 30]
+usage: head_variants.py [--tokens 16384] [--hidden 2048] [--vocab 32768] [--samples 30] [--profile]
+
+--profile: after the timing, each variant's GPU time per kernel (the
+PyTorch profiler over 5 calls), to say where a variant's extra time goes.
 """
 import argparse
+import collections
+import re
 import statistics
 
 import torch
@@ -28,6 +33,7 @@ def main():
     ap.add_argument("--hidden", type=int, default=2048)
     ap.add_argument("--vocab", type=int, default=32768)
     ap.add_argument("--samples", type=int, default=30)
+    ap.add_argument("--profile", action="store_true")
     a = ap.parse_args()
     g = torch.Generator(device="cuda").manual_seed(5)
     u = lambda *s, lo=-1.0, hi=1.0: (torch.rand(*s, generator=g, device="cuda") * (hi - lo) + lo).bfloat16()  # noqa: E731
@@ -56,6 +62,34 @@ def main():
     for name, _ in VARIANTS:
         ms = statistics.median(times[name])
         print(f"{name:<24} {ms:>8.3f} {ms / plain:>9.3f}")
+    if a.profile:
+        profile(run)
+
+
+def kernel_name(name):
+    """Our generated kernels by package, program and config (their namespace,
+    mangled or not), others by their name's first 60 characters."""
+    m = re.search(r"coda_gen(?:::|\d+)coda_([a-z0-9_]+?__(?:pp|coop)_\d+x\d+_c\dx\d)", name)
+    return m.group(1) if m else name[:60]
+
+
+def profile(run, calls=5):
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    print(f"\nGPU time per call by kernel (ms, the profiler over {calls} calls)")
+    for name, kw in VARIANTS:
+        with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(calls):
+                run(kw)
+            torch.cuda.synchronize()
+        per = collections.Counter()
+        for e in prof.events():
+            if e.device_type == torch.autograd.DeviceType.CUDA:
+                per[kernel_name(e.name)] += e.time_range.elapsed_us() / 1000 / calls
+        print(f"{name}: total {sum(per.values()):.3f}")
+        for k, ms in per.most_common(10):
+            print(f"  {ms:8.3f}  {k}")
 
 
 if __name__ == "__main__":

@@ -422,11 +422,22 @@ fn heuristic(kernel: &Kernel, gpu: &str, sms: usize, prob: Problem) -> Choice {
 /// K (≤ 22016) or 32 rows of tiles swizzle 8 stayed ahead (by up to 6%),
 /// while the H100 took swizzle 1 from K = 11008 (by 7.5–25%). Searches of
 /// sessions 7, 8, 31 (H200) and 40 (H100); bench/NOTES.md, session 40.
+///
+/// And on a grid of ≥ 128 rows of tiles but fewer than 32 columns (8 or
+/// more) at K ≥ 11008 (a down_proj: 16384 × 4096 × 11008 and longer),
+/// swizzle 8 along M too. There the H100 ran the cooperative 128 × 256 in
+/// swizzle 1 along N 1.08–1.26× its best (5 searches), swizzle 8 along M
+/// within 1.9%; on the H200 the two are within 2% (20 searches, of every
+/// option logged). Two held-out searches on an H100 (session 42):
+/// 1.087 / 1.092× → 1.013 / 1.000×. `bench/scheduler_rule.py` ranks the rule
+/// on those logs; bench/NOTES.md, session 42.
 fn scheduler(c: &Config, prob: Problem) -> (u32, Raster) {
     let (rows, cols) = (prob.m.div_ceil(c.tile_m), prob.n.div_ceil(c.tile_n));
     if rows.min(cols) >= 32 {
         let long_k = c.cluster_m == 1 && c.cluster_n >= 2 && prob.k >= 24576 && rows >= 64;
         (if long_k { 1 } else { 8 }, Raster::AlongM)
+    } else if rows >= 128 && cols >= 8 && prob.k >= 11008 {
+        (8, Raster::AlongM)
     } else if cols >= rows {
         (1, Raster::AlongM)
     } else {
@@ -791,8 +802,8 @@ mod tests {
     }
 
     /// Swizzle 8 along M from a 32 × 32 grid of tiles (swizzle 1 at long K
-    /// on a 1 × n cluster); below it, swizzle 1 along M unless the grid is
-    /// taller than wide.
+    /// on a 1 × n cluster) and on tall grids at long K; else swizzle 1
+    /// along M unless the grid is taller than wide.
     #[test]
     fn scheduler_options_follow_the_grid() {
         let pp = Config::from_name("pp_128x128_c1x2").unwrap();
@@ -810,6 +821,11 @@ mod tests {
         assert_eq!(long("pp_128x128_c1x2", 4096, 8192, 32768), (8, Raster::AlongM), "32 rows of tiles");
         assert_eq!(long("coop_128x256_c1x1", 16384, 8192, 28672), (8, Raster::AlongM), "no cluster along N");
         assert_eq!(long("pp_128x128_c2x2", 16384, 8192, 28672), (8, Raster::AlongM), "a 2 × 2 cluster");
+        // Tall and narrow at long K: swizzle 8 from 128 rows, 8 columns and K = 11008.
+        assert_eq!(long("coop_128x256_c1x1", 16384, 4096, 11008), (8, Raster::AlongM), "128 × 16 tiles");
+        assert_eq!(long("coop_128x256_c1x1", 16384, 4096, 8192), (1, Raster::AlongN), "K below 11008");
+        assert_eq!(long("coop_128x256_c1x1", 16256, 4096, 22016), (1, Raster::AlongN), "127 rows of tiles");
+        assert_eq!(long("coop_128x256_c1x1", 16384, 1792, 22016), (1, Raster::AlongN), "7 columns of tiles");
     }
 
     /// Ping-pong's power term: nothing in a launch shorter than
