@@ -30,14 +30,15 @@ use super::programs::{
     linear_cross_entropy as ce_forward, linear_cross_entropy_backward as ce_backward,
     linear_cross_entropy_backward_softcap as ce_backward_softcap, linear_cross_entropy_backward_terms as ce_backward_terms,
     linear_cross_entropy_save as ce_save, linear_cross_entropy_save_softcap as ce_save_softcap,
-    linear_cross_entropy_save_sum as ce_save_sum, linear_cross_entropy_softcap as ce_forward_softcap,
-    linear_cross_entropy_sum as ce_forward_sum, rms_input, rmsnorm_backward_head as norm_backward,
+    linear_cross_entropy_softcap as ce_forward_softcap, rms_input, rmsnorm_backward_head as norm_backward, scaled_row_dot,
+    weight_col_sums,
 };
 use super::{Owned, Storage, shaped, tokens_of};
 use crate::blas::Cublas;
 use coda_runtime::{AnyTensor, ColPartials, Error, Launches, LsePartials, RowPartials, RowSlices, Stream, Tensor, TensorRef, aux, bf16};
 
-/// Launches of [`head_forward`] (label smoothing adds one aux launch).
+/// Launches of [`head_forward`] for the plain loss (label smoothing adds
+/// two fused and two aux launches, one aux launch if soft-capped).
 pub const HEAD_FORWARD_LAUNCHES: Launches = Launches { fused: 2, aux: 3, blas: 0 };
 
 /// Launches of [`head_backward`] with `chunks` row chunks (saturating: no
@@ -47,8 +48,9 @@ pub fn head_backward_launches(chunks: usize) -> Launches {
     Launches { fused: per(2, 0), aux: per(2, 1), blas: chunks }
 }
 
-/// Launches of [`head_forward_backward`] with `chunks` row chunks
-/// (saturating; label smoothing adds one aux launch per chunk).
+/// Launches of [`head_forward_backward`] with `chunks` row chunks for the
+/// plain loss (saturating; label smoothing adds two fused and two aux
+/// launches, one aux launch per chunk if soft-capped).
 pub fn head_forward_backward_launches(chunks: usize) -> Launches {
     let per = |n: usize, fixed: usize| chunks.saturating_mul(n).saturating_add(fixed);
     Launches { fused: per(3, 1), aux: per(3, 3), blas: chunks }
@@ -118,9 +120,9 @@ impl HeadLoss {
 }
 
 /// Which program of a family a loss runs: the plain one, the one with the
-/// z-loss and smoothing terms (or, in the forward, the row sums), or the
-/// soft-capped one. Partials belong to the program that writes them, so the
-/// state keeps one set per variant.
+/// z-loss and smoothing terms (the gradient's), or the soft-capped one.
+/// Partials belong to the program that writes them, so the state keeps one
+/// set per variant.
 const PLAIN: usize = 0;
 const TERMS: usize = 1;
 const SOFTCAP: usize = 2;
@@ -130,9 +132,10 @@ impl LossScalars {
     fn sums(&self) -> bool {
         self.spread != 0.0
     }
-    /// The variant of the forward programs (their outputs: the row sums or not).
+    /// The variant of the forward programs: `PLAIN`, or `SOFTCAP` (which
+    /// also writes the row sums' partials; uncapped, [`linear_row_sums`]).
     fn forward(&self) -> usize {
-        if self.cap.is_some() { SOFTCAP } else if self.sums() { TERMS } else { PLAIN }
+        if self.cap.is_some() { SOFTCAP } else { PLAIN }
     }
     /// The variant of the gradient programs.
     fn gradient(&self) -> usize {
@@ -195,14 +198,15 @@ pub struct HeadState<S: Storage = Owned> {
     pub u: S::Bf16,
     sq_partials: RowPartials,
     pub r: S::F32,
-    /// Per forward variant (`PLAIN`, `TERMS`, `SOFTCAP`).
+    /// Per forward variant (`PLAIN`, `SOFTCAP`; `TERMS`'s stays empty).
     lse_partials: [LsePartials; 3],
     pub lse: S::F32,
     pub target_logit: S::F32,
-    /// `Σ_j y_j` per row and its partials per forward variant, for label
-    /// smoothing (the vector allocated on first use).
-    sum_partials: [RowPartials; 3],
+    /// `Σ_j y_j` per row for label smoothing (allocated on first use), its
+    /// soft-capped forward's partials and the buffers of [`linear_row_sums`].
+    sum_partials: RowPartials,
     row_sum: Option<Tensor<f32>>,
+    linear_sums: LinearSums,
     /// The loss variant of the last forward through this state, so that a
     /// backward under weights whose `loss` changed since is refused.
     forward_loss: Option<HeadLoss>,
@@ -251,8 +255,9 @@ impl<S: Storage> HeadState<S> {
             lse_partials: Default::default(),
             lse,
             target_logit,
-            sum_partials: Default::default(),
+            sum_partials: RowPartials::new(),
             row_sum: None,
+            linear_sums: LinearSums::default(),
             forward_loss: None,
             loss,
             mean,
@@ -268,7 +273,8 @@ impl HeadState {
             t.poison()?;
         }
         self.sq_partials.poison()?;
-        self.sum_partials.iter_mut().try_for_each(RowPartials::poison)?;
+        self.sum_partials.poison()?;
+        self.linear_sums.poison()?;
         self.lse_partials.iter_mut().try_for_each(LsePartials::poison)
     }
 }
@@ -288,19 +294,22 @@ pub fn head_forward<W: Storage, S: Storage>(
     norm_input(stream, h, x, s)?;
     let v = loss.forward();
     let (a, b, r, target, target_logit) = (&s.u, &h.w, &s.r, targets, &mut s.target_logit);
-    let (lse, sum) = (&mut s.lse_partials[v], &mut s.sum_partials[v]);
+    let lse = &mut s.lse_partials[v];
     match loss.cap {
         Some((cap, inv_cap)) => {
+            let sum = &mut s.sum_partials;
             ce_forward_softcap::launch(stream, ce_forward_softcap::Args { a, b, r, target, lse, target_logit, sum, cap, inv_cap })?
         }
-        None if loss.sums() => ce_forward_sum::launch(stream, ce_forward_sum::Args { a, b, r, target, lse, target_logit, sum })?,
         None => ce_forward::launch(stream, ce_forward::Args { a, b, r, target, lse, target_logit })?,
     }
     aux::lse_from_partials(stream, &s.lse_partials[v], &mut s.lse)?;
     let row_sum = match loss.sums() {
         true => {
             let row_sum = row_sum_buffer(stream, &mut s.row_sum, s.tokens)?;
-            aux::row_sums(stream, &s.sum_partials[v], 1.0, row_sum)?;
+            match loss.cap {
+                Some(_) => aux::row_sums(stream, &s.sum_partials, 1.0, row_sum)?,
+                None => linear_row_sums(stream, &h.w, &s.u, &s.r, &mut s.linear_sums, row_sum)?,
+            }
             Some(&*row_sum as &dyn TensorRef<f32>)
         }
         false => None,
@@ -308,6 +317,45 @@ pub fn head_forward<W: Storage, S: Storage>(
     aux::cross_entropy_loss_with(stream, &s.lse, &s.target_logit, row_sum, targets, h.vocab(), loss.terms, &mut s.loss, &mut s.mean)?;
     s.forward_loss = Some(h.loss);
     Ok(())
+}
+
+/// The buffers of [`linear_row_sums`]: the partials of both programs and
+/// `Σ_v w_v` (allocated on first use).
+#[derive(Default)]
+struct LinearSums {
+    w_partials: ColPartials,
+    w_sums: Option<Tensor<f32>>,
+    dot_partials: RowPartials,
+}
+
+impl LinearSums {
+    fn poison(&mut self) -> Result<(), Error> {
+        self.w_partials.poison()?;
+        self.dot_partials.poison()?;
+        self.w_sums.as_mut().map_or(Ok(()), Tensor::poison)
+    }
+}
+
+/// Label smoothing's `Σ_j y_j` per row of the uncapped logits `y = r ⊙ (u ·
+/// wᵀ)` into `out` `[M]`: `r ⊙ (u · Σ_v w_v)` (two map programs and their
+/// finishers; see [`weight_col_sums`]).
+fn linear_row_sums<W: TensorRef<bf16>, U: TensorRef<bf16>, R: TensorRef<f32>>(
+    stream: &Stream,
+    w: &W,
+    u: &U,
+    r: &R,
+    b: &mut LinearSums,
+    out: &mut Tensor<f32>,
+) -> Result<(), Error> {
+    weight_col_sums::launch(stream, weight_col_sums::Args { w, sums: &mut b.w_partials })?;
+    let d = *w.dims().last().expect("a checked [V, d] weight");
+    if b.w_sums.is_none() {
+        b.w_sums = Some(Tensor::zeros(stream, &[d])?);
+    }
+    let c = b.w_sums.as_mut().expect("allocated above");
+    aux::col_sums(stream, &b.w_partials, c)?;
+    scaled_row_dot::launch(stream, scaled_row_dot::Args { u, r, c: &*c, dot: &mut b.dot_partials })?;
+    aux::row_sums(stream, &b.dot_partials, 1.0, out)
 }
 
 /// The state's `Σ_j y_j` vector, allocated on first use.
@@ -403,9 +451,10 @@ impl HeadGrads {
 /// shared by both chunk shapes, are [`HeadBackwardState`]'s).
 struct Chunk {
     rows: usize,
-    /// The saving forward's partials, per forward variant.
+    /// The saving forward's partials: `lse`'s per forward variant, the row
+    /// sums' (soft-capped only).
     lse_partials: [LsePartials; 3],
-    sum_partials: [RowPartials; 3],
+    sum_partials: RowPartials,
     /// `Σ dlogits ⊙ logits` partials of the `linear_cross_entropy_backward`
     /// and `cross_entropy_grad` programs, per gradient variant: one per producing program.
     s_partials: [RowPartials; 3],
@@ -420,7 +469,7 @@ impl Chunk {
         Ok(Chunk {
             rows,
             lse_partials: Default::default(),
-            sum_partials: Default::default(),
+            sum_partials: RowPartials::new(),
             s_partials: Default::default(),
             grad_s_partials: Default::default(),
             s: Tensor::zeros(stream, &[rows])?,
@@ -437,7 +486,7 @@ impl Chunk {
     /// Device bytes, the partials as allocated by the launches so far.
     fn bytes(&self) -> usize {
         let allocated = |t: Option<&Tensor<f32>>| t.map_or(0, Tensor::len);
-        let rows = self.sum_partials.iter().chain(&self.s_partials).chain(&self.grad_s_partials);
+        let rows = std::iter::once(&self.sum_partials).chain(&self.s_partials).chain(&self.grad_s_partials);
         let partials = self.lse_partials.iter().map(|p| allocated(p.tensor())).sum::<usize>()
             + rows.map(|p| allocated(p.tensor())).sum::<usize>()
             + allocated(self.dgamma_partials.tensor());
@@ -647,7 +696,10 @@ pub fn head_forward_backward<W: Storage, F: Storage, B: Storage, G: Storage>(
     check_targets(targets, fs.tokens)?;
     norm_input(stream, h, x, fs)?;
     if loss.sums() {
-        row_sum_buffer(stream, &mut fs.row_sum, fs.tokens)?;
+        let row_sum = row_sum_buffer(stream, &mut fs.row_sum, fs.tokens)?;
+        if loss.cap.is_none() {
+            linear_row_sums(stream, &h.w, &fs.u, &fs.r, &mut fs.linear_sums, row_sum)?;
+        }
     }
     aux::cross_entropy_row_weights(stream, targets, h.vocab(), &mut bs.row_weights)?;
     for (i, rows) in bs.chunk_ranges().enumerate() {
@@ -656,22 +708,19 @@ pub fn head_forward_backward<W: Storage, F: Storage, B: Storage, G: Storage>(
         let (a, b, r) = (&fs.u.row_slice(rows.clone())?, &h.w, &fs.r.row_slice(rows.clone())?);
         let (fv, gv) = (loss.forward(), loss.gradient());
         {
-            let (logits, lse, sum) = (&mut bs.logits.row_slice_mut(0..rows.len())?, &mut c.lse_partials[fv], &mut c.sum_partials[fv]);
+            let (logits, lse) = (&mut bs.logits.row_slice_mut(0..rows.len())?, &mut c.lse_partials[fv]);
             let target_logit = &mut fs.target_logit.row_slice_mut(rows.clone())?;
             match loss.cap {
-                Some((cap, inv_cap)) => ce_save_softcap::launch(
-                    stream,
-                    ce_save_softcap::Args { a, b, r, target, logits, lse, target_logit, sum, cap, inv_cap },
-                )?,
-                None if loss.sums() => {
-                    ce_save_sum::launch(stream, ce_save_sum::Args { a, b, r, target, logits, lse, target_logit, sum })?
+                Some((cap, inv_cap)) => {
+                    let sum = &mut c.sum_partials;
+                    ce_save_softcap::launch(stream, ce_save_softcap::Args { a, b, r, target, logits, lse, target_logit, sum, cap, inv_cap })?
                 }
                 None => ce_save::launch(stream, ce_save::Args { a, b, r, target, logits, lse, target_logit })?,
             }
         }
         aux::lse_from_partials(stream, &c.lse_partials[fv], &mut fs.lse.row_slice_mut(rows.clone())?)?;
-        if let Some(row_sum) = fs.row_sum.as_mut().filter(|_| loss.sums()) {
-            aux::row_sums(stream, &c.sum_partials[fv], 1.0, &mut row_sum.rows_mut(rows.clone())?)?;
+        if let Some(row_sum) = fs.row_sum.as_mut().filter(|_| loss.sums() && loss.cap.is_some()) {
+            aux::row_sums(stream, &c.sum_partials, 1.0, &mut row_sum.rows_mut(rows.clone())?)?;
         }
         {
             let (logits, lse, w) = (&bs.logits.row_slice(0..rows.len())?, &fs.lse.row_slice(rows.clone())?, &bs.row_weights.rows(rows.clone())?);

@@ -172,18 +172,30 @@ pub fn cross_entropy_grad(logits: Tile<bf16>, lse: PerRow<f32>, target: PerRow<i
 // `spread = ε / V`, `inv_cap = 1 / cap`. Logits are never stored beyond a
 // chunk, as in the plain programs above.
 
-#[coda::epilogue(tile = (128, 128), cluster = (1, 2), schedule = pingpong)]
-/// `linear_cross_entropy` plus each tile's row sums of the logits.
-pub fn linear_cross_entropy_sum(acc: Acc, r: PerRow<f32>, target: PerRow<i32>) -> (LsePartial<f32>, PerRow<f32>, RowPartial<f32>) {
-    let logits = acc * r;
-    let lse = row_lse(logits);
-    let target_logit = gather(logits, target);
-    let sum = row_sum(logits);
-    (lse, target_logit, sum)
+#[coda::epilogue]
+/// Label smoothing's `Σ_j y_j` per row for uncapped logits, in two map
+/// programs: the logits `y = r ⊙ (u · wᵀ)` are linear in the head weight
+/// `w` `[V, d]`, so `Σ_j y_j = r ⊙ (u · Σ_v w_v)`. This one: the partials
+/// of `w`'s column sums. A row partial in the head GEMM's epilogue instead
+/// held that kernel to a 128 × 128 tile (a larger one spills) and cost the
+/// d = 2048 tail ~3% on an H100 (bench/NOTES.md, session 42). Soft-capped
+/// logits are not linear in `w`: their programs keep the partial.
+pub fn weight_col_sums(w: Tile<bf16>) -> ColPartial<f32> {
+    let sums = col_sum(w);
+    sums
+}
+
+#[coda::epilogue]
+/// `r ⊙ (u · c)` partials for a column vector `c` (a map program over
+/// `u` `[M, d]`): with `c = Σ_v w_v`, each row's `Σ_j y_j`.
+pub fn scaled_row_dot(u: Tile<bf16>, r: PerRow<f32>, c: PerCol<f32>) -> RowPartial<f32> {
+    let dot = row_sum(u * c * r);
+    dot
 }
 
 #[coda::epilogue(tile = (128, 128), cluster = (1, 2), schedule = pingpong)]
-/// `linear_cross_entropy_sum` of the soft-capped logits.
+/// `linear_cross_entropy` of the soft-capped logits, plus each tile's row
+/// sums of them (for label smoothing).
 pub fn linear_cross_entropy_softcap(acc: Acc, r: PerRow<f32>, target: PerRow<i32>, cap: Scalar, inv_cap: Scalar)
     -> (LsePartial<f32>, PerRow<f32>, RowPartial<f32>) {
     let y = cap * tanh(acc * r * inv_cap);
@@ -220,20 +232,10 @@ pub fn linear_cross_entropy_backward_softcap(
     (dlogits, dot)
 }
 
-// The saving variants run 128×128 tiles: in `linear_cross_entropy_save`'s
-// 128×192 the extra row partial (and the cap) spill registers (56 and 132
-// bytes, ptxas), which cost them ~40% on the H200 (bench/NOTES.md, session 10).
-#[coda::epilogue(tile = (128, 128), cluster = (1, 2), schedule = pingpong)]
-/// `linear_cross_entropy_save` plus each tile's row sums of the logits.
-pub fn linear_cross_entropy_save_sum(acc: Acc, r: PerRow<f32>, target: PerRow<i32>)
-    -> (Tile<bf16>, LsePartial<f32>, PerRow<f32>, RowPartial<f32>) {
-    let logits = acc * r;
-    let lse = row_lse(logits);
-    let target_logit = gather(logits, target);
-    let sum = row_sum(logits);
-    (logits, lse, target_logit, sum)
-}
-
+// The soft-capped saving variant runs 128×128 tiles: in
+// `linear_cross_entropy_save`'s 128×192 the cap and the extra row partial
+// spill registers (172 bytes, ptxas; a similar build cost ~40% on the
+// H200, bench/NOTES.md, session 10).
 #[coda::epilogue(tile = (128, 128), cluster = (1, 2), schedule = pingpong)]
 /// `linear_cross_entropy_softcap` that keeps the logits before the cap
 /// (the gradient's `1 − tanh²` is computed from them, not from capped bf16).
@@ -335,11 +337,11 @@ pub fn kernels() -> [&'static coda::Kernel; 24] {
         &matmul::KERNEL,
         &linear_cross_entropy_save::KERNEL,
         &cross_entropy_grad::KERNEL,
-        &linear_cross_entropy_sum::KERNEL,
+        &weight_col_sums::KERNEL,
+        &scaled_row_dot::KERNEL,
         &linear_cross_entropy_softcap::KERNEL,
         &linear_cross_entropy_backward_terms::KERNEL,
         &linear_cross_entropy_backward_softcap::KERNEL,
-        &linear_cross_entropy_save_sum::KERNEL,
         &linear_cross_entropy_save_softcap::KERNEL,
         &cross_entropy_grad_terms::KERNEL,
         &cross_entropy_grad_softcap::KERNEL,
