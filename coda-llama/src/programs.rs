@@ -234,8 +234,9 @@ pub fn linear_cross_entropy_backward_softcap(
 
 // The soft-capped saving variant runs 128×128 tiles: in
 // `linear_cross_entropy_save`'s 128×192 the cap and the extra row partial
-// spill registers (172 bytes, ptxas; a similar build cost ~40% on the
-// H200, bench/NOTES.md, session 10).
+// spill registers (172 bytes, ptxas; 128 without the partial). A similar
+// build cost ~40% on the H200 (session 10); on an H100 it ran no faster
+// than 128×128 (session 42; bench/NOTES.md).
 #[coda::epilogue(tile = (128, 128), cluster = (1, 2), schedule = pingpong)]
 /// `linear_cross_entropy_softcap` that keeps the logits before the cap
 /// (the gradient's `1 − tanh²` is computed from them, not from capped bf16).
