@@ -24,6 +24,6 @@ def scheduler(m, n, k, config):
     if min(gm, gn) >= 32:
         long_k = cm == 1 and cn >= 2 and k >= 24576 and gm >= 64
         return (1 if long_k else 8), "along M"
-    if gm >= 128 and gn >= 8 and k >= 11008:
+    if cn == 1 and gm >= 128 and gn >= 8 and k >= 11008:
         return 8, "along M"
     return 1, "along M" if gn >= gm else "along N"

@@ -37,9 +37,13 @@ use super::{Owned, Storage, shaped, tokens_of};
 use crate::blas::Cublas;
 use coda_runtime::{AnyTensor, ColPartials, Error, Launches, LsePartials, RowPartials, RowSlices, Stream, Tensor, TensorRef, aux, bf16};
 
-/// Launches of [`head_forward`] for the plain loss (label smoothing adds
-/// two fused and two aux launches, one aux launch if soft-capped).
-pub const HEAD_FORWARD_LAUNCHES: Launches = Launches { fused: 2, aux: 3, blas: 0 };
+/// Launches of [`head_forward`] under `loss`: label smoothing adds two
+/// fused and two aux launches ([`linear_row_sums`]), or one aux launch if
+/// soft-capped.
+pub fn head_forward_launches(loss: &HeadLoss) -> Launches {
+    let (fused, aux) = loss.row_sum_launches(1);
+    Launches { fused: 2 + fused, aux: 3 + aux, blas: 0 }
+}
 
 /// Launches of [`head_backward`] with `chunks` row chunks (saturating: no
 /// stream counts that many).
@@ -48,12 +52,13 @@ pub fn head_backward_launches(chunks: usize) -> Launches {
     Launches { fused: per(2, 0), aux: per(2, 1), blas: chunks }
 }
 
-/// Launches of [`head_forward_backward`] with `chunks` row chunks for the
-/// plain loss (saturating; label smoothing adds two fused and two aux
-/// launches, one aux launch per chunk if soft-capped).
-pub fn head_forward_backward_launches(chunks: usize) -> Launches {
+/// Launches of [`head_forward_backward`] with `chunks` row chunks under
+/// `loss` (saturating; label smoothing adds two fused and two aux launches,
+/// or one aux launch per chunk if soft-capped).
+pub fn head_forward_backward_launches(chunks: usize, loss: &HeadLoss) -> Launches {
     let per = |n: usize, fixed: usize| chunks.saturating_mul(n).saturating_add(fixed);
-    Launches { fused: per(3, 1), aux: per(3, 3), blas: chunks }
+    let (fused, aux) = loss.row_sum_launches(chunks);
+    Launches { fused: per(3, 1).saturating_add(fused), aux: per(3, 3).saturating_add(aux), blas: chunks }
 }
 
 /// The final norm's weight and the LM head `[V, d]` (a `Linear` weight),
@@ -90,9 +95,27 @@ struct LossScalars {
     keep: f32,
     spread: f32,
     terms: aux::LossTerms,
+    /// The loss needs `Σ_j y_j` per row ([`HeadLoss::smooths`]).
+    sums: bool,
 }
 
 impl HeadLoss {
+    /// The loss needs `Σ_j y_j` per row.
+    fn smooths(&self) -> bool {
+        self.label_smoothing != 0.0
+    }
+
+    /// (fused, aux) launches the row sums add to a pass over `chunks` row
+    /// chunks: the partial's finisher per chunk if soft-capped, else
+    /// [`linear_row_sums`] once.
+    fn row_sum_launches(&self, chunks: usize) -> (usize, usize) {
+        match (self.smooths(), self.softcap) {
+            (false, _) => (0, 0),
+            (true, Some(_)) => (0, chunks),
+            (true, None) => (2, 2),
+        }
+    }
+
     /// The scalars the programs take for a vocabulary of `v`, or [`Error::Arg`]
     /// naming `loss` and the rule a field breaks.
     fn scalars(&self, v: usize) -> Result<LossScalars, Error> {
@@ -115,6 +138,7 @@ impl HeadLoss {
             keep: 1.0 - eps,
             spread,
             terms: aux::LossTerms { target: 1.0 - eps, sum: spread, lse_squared: z_loss },
+            sums: self.smooths(),
         })
     }
 }
@@ -128,10 +152,6 @@ const TERMS: usize = 1;
 const SOFTCAP: usize = 2;
 
 impl LossScalars {
-    /// The loss needs `Σ_j y_j` per row.
-    fn sums(&self) -> bool {
-        self.spread != 0.0
-    }
     /// The variant of the forward programs: `PLAIN`, or `SOFTCAP` (which
     /// also writes the row sums' partials; uncapped, [`linear_row_sums`]).
     fn forward(&self) -> usize {
@@ -202,10 +222,11 @@ pub struct HeadState<S: Storage = Owned> {
     lse_partials: [LsePartials; 3],
     pub lse: S::F32,
     pub target_logit: S::F32,
-    /// `Σ_j y_j` per row for label smoothing (allocated on first use), its
-    /// soft-capped forward's partials and the buffers of [`linear_row_sums`].
+    /// The soft-capped forward's `Σ_j y_j` partials (label smoothing).
     sum_partials: RowPartials,
+    /// `Σ_j y_j` per row for label smoothing, allocated on first use.
     row_sum: Option<Tensor<f32>>,
+    /// The buffers of [`linear_row_sums`] (label smoothing, uncapped).
     linear_sums: LinearSums,
     /// The loss variant of the last forward through this state, so that a
     /// backward under weights whose `loss` changed since is refused.
@@ -274,6 +295,7 @@ impl HeadState {
         }
         self.sq_partials.poison()?;
         self.sum_partials.poison()?;
+        self.row_sum.as_mut().map_or(Ok(()), Tensor::poison)?;
         self.linear_sums.poison()?;
         self.lse_partials.iter_mut().try_for_each(LsePartials::poison)
     }
@@ -303,7 +325,7 @@ pub fn head_forward<W: Storage, S: Storage>(
         None => ce_forward::launch(stream, ce_forward::Args { a, b, r, target, lse, target_logit })?,
     }
     aux::lse_from_partials(stream, &s.lse_partials[v], &mut s.lse)?;
-    let row_sum = match loss.sums() {
+    let row_sum = match loss.sums {
         true => {
             let row_sum = row_sum_buffer(stream, &mut s.row_sum, s.tokens)?;
             match loss.cap {
@@ -320,7 +342,8 @@ pub fn head_forward<W: Storage, S: Storage>(
 }
 
 /// The buffers of [`linear_row_sums`]: the partials of both programs and
-/// `Σ_v w_v` (allocated on first use).
+/// `Σ_v w_v` (allocated on first use; `w`'s partials are ⌈V/128⌉ × d f32,
+/// 64 MiB at V = 256k, d = 8192, for a state's life).
 #[derive(Default)]
 struct LinearSums {
     w_partials: ColPartials,
@@ -695,7 +718,7 @@ pub fn head_forward_backward<W: Storage, F: Storage, B: Storage, G: Storage>(
     check_backward(stream, h, fs.tokens, bs, g)?;
     check_targets(targets, fs.tokens)?;
     norm_input(stream, h, x, fs)?;
-    if loss.sums() {
+    if loss.sums {
         let row_sum = row_sum_buffer(stream, &mut fs.row_sum, fs.tokens)?;
         if loss.cap.is_none() {
             linear_row_sums(stream, &h.w, &fs.u, &fs.r, &mut fs.linear_sums, row_sum)?;
@@ -719,7 +742,7 @@ pub fn head_forward_backward<W: Storage, F: Storage, B: Storage, G: Storage>(
             }
         }
         aux::lse_from_partials(stream, &c.lse_partials[fv], &mut fs.lse.row_slice_mut(rows.clone())?)?;
-        if let Some(row_sum) = fs.row_sum.as_mut().filter(|_| loss.sums() && loss.cap.is_some()) {
+        if let Some(row_sum) = fs.row_sum.as_mut().filter(|_| loss.sums && loss.cap.is_some()) {
             aux::row_sums(stream, &c.sum_partials, 1.0, &mut row_sum.rows_mut(rows.clone())?)?;
         }
         {
@@ -740,7 +763,7 @@ pub fn head_forward_backward<W: Storage, F: Storage, B: Storage, G: Storage>(
         aux::row_sums(stream, &c.grad_s_partials[gv], 1.0 / h.hidden() as f32, &mut c.s)?;
         input_and_weight_grads(stream, h, x, fs, bs, rows, i == 0, g)?;
     }
-    let row_sum = fs.row_sum.as_ref().filter(|_| loss.sums()).map(|t| t as &dyn TensorRef<f32>);
+    let row_sum = fs.row_sum.as_ref().filter(|_| loss.sums).map(|t| t as &dyn TensorRef<f32>);
     aux::cross_entropy_loss_with(stream, &fs.lse, &fs.target_logit, row_sum, targets, h.vocab(), loss.terms, &mut fs.loss, &mut fs.mean)?;
     fs.forward_loss = Some(h.loss);
     Ok(())
@@ -809,13 +832,23 @@ mod tests {
         }
     }
 
-    /// Launch counts of absurd chunk counts saturate instead of wrapping.
+    /// Launch counts of absurd chunk counts saturate instead of wrapping;
+    /// label smoothing's row sums add their launches (the GPU tests count
+    /// them on the stream).
     #[test]
     fn launch_counts_saturate() {
+        let plain = HeadLoss::default();
+        let smooth = HeadLoss { label_smoothing: 0.1, ..plain };
+        let capped = HeadLoss { softcap: Some(30.0), ..smooth };
         assert_eq!(head_backward_launches(3), Launches { fused: 6, aux: 7, blas: 3 });
-        assert_eq!(head_forward_backward_launches(3), Launches { fused: 10, aux: 12, blas: 3 });
+        assert_eq!(head_forward_backward_launches(3, &plain), Launches { fused: 10, aux: 12, blas: 3 });
+        assert_eq!(head_forward_backward_launches(3, &smooth), Launches { fused: 12, aux: 14, blas: 3 });
+        assert_eq!(head_forward_backward_launches(3, &capped), Launches { fused: 10, aux: 15, blas: 3 });
+        assert_eq!(head_forward_launches(&smooth), Launches { fused: 4, aux: 5, blas: 0 });
+        assert_eq!(head_forward_launches(&capped), Launches { fused: 2, aux: 4, blas: 0 });
         let max = Launches { fused: usize::MAX, aux: usize::MAX, blas: usize::MAX };
         assert_eq!(head_backward_launches(usize::MAX), max);
-        assert_eq!(head_forward_backward_launches(usize::MAX / 3 + 1), Launches { blas: usize::MAX / 3 + 1, ..max });
+        assert_eq!(head_forward_backward_launches(usize::MAX / 3 + 1, &plain), Launches { blas: usize::MAX / 3 + 1, ..max });
+        assert_eq!(head_forward_backward_launches(usize::MAX / 3 + 1, &capped), Launches { blas: usize::MAX / 3 + 1, ..max });
     }
 }

@@ -29,7 +29,7 @@ pub mod programs;
 
 pub use backward::{BackwardInputs, BackwardState, BlockGrads, WeightGrad, block_backward};
 pub use head::{
-    HEAD_FORWARD_LAUNCHES, HeadBackwardState, HeadGrads, HeadLoss, HeadState, HeadWeights, head_backward, head_backward_launches, head_forward,
+    HeadBackwardState, HeadGrads, HeadLoss, HeadState, HeadWeights, head_backward, head_backward_launches, head_forward, head_forward_launches,
     head_forward_backward, head_forward_backward_launches,
 };
 

@@ -423,20 +423,22 @@ fn heuristic(kernel: &Kernel, gpu: &str, sms: usize, prob: Problem) -> Choice {
 /// while the H100 took swizzle 1 from K = 11008 (by 7.5–25%). Searches of
 /// sessions 7, 8, 31 (H200) and 40 (H100); bench/NOTES.md, session 40.
 ///
-/// And on a grid of ≥ 128 rows of tiles but fewer than 32 columns (8 or
-/// more) at K ≥ 11008 (a down_proj: 16384 × 4096 × 11008 and longer),
-/// swizzle 8 along M too. There the H100 ran the cooperative 128 × 256 in
-/// swizzle 1 along N 1.08–1.26× its best (5 searches), swizzle 8 along M
-/// within 1.9%; on the H200 the two are within 2% (20 searches, of every
-/// option logged). Two held-out searches on an H100 (session 42):
-/// 1.087 / 1.092× → 1.013 / 1.000×. `bench/scheduler_rule.py` ranks the rule
-/// on those logs; bench/NOTES.md, session 42.
+/// And, for a config without a cluster along N, on a grid of ≥ 128 rows of
+/// tiles but fewer than 32 columns (8 or more) at K ≥ 11008 (a down_proj:
+/// 16384 × 4096 × 11008 and longer), swizzle 8 along M too. There the H100
+/// ran the cooperative 128 × 256 in swizzle 1 along N 1.08–1.26× its best
+/// order (4 searches), in swizzle 8 along M within 1.9%; on the H200 the
+/// two are within 2% (14 searches). Held out on an H100 (session 42), 10
+/// searches at five other shapes: 1.00–1.27× → ≤ 1.013×. Ping-pong 128 ×
+/// 128 1 × 2 there would gain nothing (swizzle 8 along M 1.000–1.025× its
+/// best, 9 searches), so keeps its order. `bench/scheduler_rule.py` ranks
+/// the rule on those logs; bench/NOTES.md, session 42.
 fn scheduler(c: &Config, prob: Problem) -> (u32, Raster) {
     let (rows, cols) = (prob.m.div_ceil(c.tile_m), prob.n.div_ceil(c.tile_n));
     if rows.min(cols) >= 32 {
         let long_k = c.cluster_m == 1 && c.cluster_n >= 2 && prob.k >= 24576 && rows >= 64;
         (if long_k { 1 } else { 8 }, Raster::AlongM)
-    } else if rows >= 128 && cols >= 8 && prob.k >= 11008 {
+    } else if c.cluster_n == 1 && rows >= 128 && cols >= 8 && prob.k >= 11008 {
         (8, Raster::AlongM)
     } else if cols >= rows {
         (1, Raster::AlongM)
@@ -802,8 +804,8 @@ mod tests {
     }
 
     /// Swizzle 8 along M from a 32 × 32 grid of tiles (swizzle 1 at long K
-    /// on a 1 × n cluster) and on tall grids at long K; else swizzle 1
-    /// along M unless the grid is taller than wide.
+    /// on a 1 × n cluster) and on tall grids at long K without one; else
+    /// swizzle 1 along M unless the grid is taller than wide.
     #[test]
     fn scheduler_options_follow_the_grid() {
         let pp = Config::from_name("pp_128x128_c1x2").unwrap();
@@ -826,6 +828,8 @@ mod tests {
         assert_eq!(long("coop_128x256_c1x1", 16384, 4096, 8192), (1, Raster::AlongN), "K below 11008");
         assert_eq!(long("coop_128x256_c1x1", 16256, 4096, 22016), (1, Raster::AlongN), "127 rows of tiles");
         assert_eq!(long("coop_128x256_c1x1", 16384, 1792, 22016), (1, Raster::AlongN), "7 columns of tiles");
+        assert_eq!(long("coop_128x256_c2x1", 16384, 4096, 11008), (8, Raster::AlongM), "a cluster along M");
+        assert_eq!(long("pp_128x128_c1x2", 16384, 2048, 14336), (1, Raster::AlongN), "a cluster along N");
     }
 
     /// Ping-pong's power term: nothing in a launch shorter than

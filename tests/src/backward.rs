@@ -11,9 +11,9 @@
 use coda_runtime::dsl::interp::round_bf16;
 use crate::reference::{BackwardRows, Path, WeightGrads, backward_rows, head_rows};
 use coda_llama::{
-    BackwardInputs, BackwardState, BlockConfig, BlockGrads, BlockState, BlockWeights, ForwardInputs, HEAD_FORWARD_LAUNCHES,
+    BackwardInputs, BackwardState, BlockConfig, BlockGrads, BlockState, BlockWeights, ForwardInputs,
     HeadBackwardState, HeadGrads, HeadLoss, HeadState, HeadWeights, block_backward, block_forward, head_backward, head_backward_launches,
-    head_forward, head_forward_backward, head_forward_backward_launches, WeightGrad,
+    head_forward, head_forward_backward, head_forward_backward_launches, head_forward_launches, WeightGrad,
 };
 use coda_runtime::{ColPartials, Error, Launches, Stream, Tensor, bf16};
 use crate::host::{Check, Rng, to_f64};
@@ -313,18 +313,32 @@ pub fn launch_counts(stream: &Stream) -> Result<Vec<(&'static str, Launches, Lau
     let c = crate::block::config(256, 512);
     let fs = block_launches(stream, &c, m, &mut rng, ["block_forward", "block_backward"], &mut out)?;
     let v = 4096;
-    let h = HeadWeights::new(Tensor::from_host(stream, &rng.bf16s(c.hidden, 0.5, 1.5), &[c.hidden])?, Tensor::from_host(stream, &rng.bf16s(v * c.hidden, -0.1, 0.1), &[v, c.hidden])?, 1e-5)?;
+    let mut h = HeadWeights::new(Tensor::from_host(stream, &rng.bf16s(c.hidden, 0.5, 1.5), &[c.hidden])?, Tensor::from_host(stream, &rng.bf16s(v * c.hidden, -0.1, 0.1), &[v, c.hidden])?, 1e-5)?;
     let targets = Tensor::from_host(stream, &(0..m as i32).collect::<Vec<_>>(), &[m])?;
     let (mut hs, mut hb, mut hg) = (HeadState::new(stream, &h, m)?, HeadBackwardState::new(stream, &h, m, 256)?, HeadGrads::new(stream, &h, m)?);
     let t2 = stream.launches();
     head_forward(stream, &h, &fs.x2, &targets, &mut hs)?;
     let t3 = stream.launches();
-    out.push(("head_forward", t3 - t2, HEAD_FORWARD_LAUNCHES));
+    out.push(("head_forward", t3 - t2, head_forward_launches(&h.loss)));
     head_backward(stream, &h, &fs.x2, &targets, &hs, &mut hb, &mut hg)?;
     let t4 = stream.launches();
     out.push(("head_backward (4 chunks)", t4 - t3, head_backward_launches(hb.chunks())));
     head_forward_backward(stream, &h, &fs.x2, &targets, &mut hs, &mut hb, &mut hg)?;
-    out.push(("head_forward_backward (4)", stream.launches() - t4, head_forward_backward_launches(hb.chunks())));
+    out.push(("head_forward_backward (4)", stream.launches() - t4, head_forward_backward_launches(hb.chunks(), &h.loss)));
+    // Label smoothing's row sums: from the weight's column sums, or the soft-capped programs' partials.
+    let smooth = HeadLoss { label_smoothing: 0.1, ..HeadLoss::default() };
+    for (names, loss) in [
+        (["head_forward, smoothing", "head_fwd_bwd (4), smoothing"], smooth),
+        (["head_forward, capped smoothing", "head_fwd_bwd (4), capped smoothing"], HeadLoss { softcap: Some(30.0), ..smooth }),
+    ] {
+        h.loss = loss;
+        let t = stream.launches();
+        head_forward(stream, &h, &fs.x2, &targets, &mut hs)?;
+        let t1 = stream.launches();
+        out.push((names[0], t1 - t, head_forward_launches(&loss)));
+        head_forward_backward(stream, &h, &fs.x2, &targets, &mut hs, &mut hb, &mut hg)?;
+        out.push((names[1], stream.launches() - t1, head_forward_backward_launches(hb.chunks(), &loss)));
+    }
     stream.synchronize()?;
     Ok(out)
 }
