@@ -327,7 +327,7 @@ pub fn head_forward<W: Storage, S: Storage>(
     aux::lse_from_partials(stream, &s.lse_partials[v], &mut s.lse)?;
     let row_sum = match loss.sums {
         true => {
-            let row_sum = row_sum_buffer(stream, &mut s.row_sum, s.tokens)?;
+            let row_sum = vector_on_first_use(stream, &mut s.row_sum, s.tokens)?;
             match loss.cap {
                 Some(_) => aux::row_sums(stream, &s.sum_partials, 1.0, row_sum)?,
                 None => linear_row_sums(stream, &h.w, &s.u, &s.r, &mut s.linear_sums, row_sum)?,
@@ -372,19 +372,16 @@ fn linear_row_sums<W: TensorRef<bf16>, U: TensorRef<bf16>, R: TensorRef<f32>>(
 ) -> Result<(), Error> {
     weight_col_sums::launch(stream, weight_col_sums::Args { w, sums: &mut b.w_partials })?;
     let d = *w.dims().last().expect("a checked [V, d] weight");
-    if b.w_sums.is_none() {
-        b.w_sums = Some(Tensor::zeros(stream, &[d])?);
-    }
-    let c = b.w_sums.as_mut().expect("allocated above");
+    let c = vector_on_first_use(stream, &mut b.w_sums, d)?;
     aux::col_sums(stream, &b.w_partials, c)?;
     scaled_row_dot::launch(stream, scaled_row_dot::Args { u, r, c: &*c, dot: &mut b.dot_partials })?;
     aux::row_sums(stream, &b.dot_partials, 1.0, out)
 }
 
-/// The state's `Σ_j y_j` vector, allocated on first use.
-fn row_sum_buffer<'a>(stream: &Stream, slot: &'a mut Option<Tensor<f32>>, tokens: usize) -> Result<&'a mut Tensor<f32>, Error> {
+/// The f32 vector of `len` in `slot` (the state's `Σ_j y_j`, `Σ_v w_v`), allocated on first use.
+fn vector_on_first_use<'a>(stream: &Stream, slot: &'a mut Option<Tensor<f32>>, len: usize) -> Result<&'a mut Tensor<f32>, Error> {
     if slot.is_none() {
-        *slot = Some(Tensor::zeros(stream, &[tokens])?);
+        *slot = Some(Tensor::zeros(stream, &[len])?);
     }
     Ok(slot.as_mut().expect("allocated above"))
 }
@@ -719,7 +716,7 @@ pub fn head_forward_backward<W: Storage, F: Storage, B: Storage, G: Storage>(
     check_targets(targets, fs.tokens)?;
     norm_input(stream, h, x, fs)?;
     if loss.sums {
-        let row_sum = row_sum_buffer(stream, &mut fs.row_sum, fs.tokens)?;
+        let row_sum = vector_on_first_use(stream, &mut fs.row_sum, fs.tokens)?;
         if loss.cap.is_none() {
             linear_row_sums(stream, &h.w, &fs.u, &fs.r, &mut fs.linear_sums, row_sum)?;
         }
