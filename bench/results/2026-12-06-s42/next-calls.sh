@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 42's plan for the next device call (main's build packed in
-# .device at e887b79; carry [".device"]; ≤ 590 s). On an H200 (issue H's
+# .device at 672e511; carry [".device"]; ≤ 590 s). On an H200 (issue H's
 # "Done when", issue I's loss-variant target): `gpu --quick`; the loss
 # variants at d = 2048 and 4096 with today's programs (label smoothing
 # from the weight's column sums; session 22's H200 had soft-capping
