@@ -6,6 +6,7 @@
 # LM head's saving forward each in ping-pong 128 × 128 and 128 × 192 and
 # cooperative 128 × 256 and 256 × 128). This build passed `gpu --quick` on
 # an H200 in session 43 (call G).
+#  (The searches of 2 run first: they are short; then 1.)
 #  1. compare.py of this build (~333 s in session 36): the README's suite
 #     and Llama tables for issue H from today's default build (session
 #     43's `coda bench --part llama` on an H200 read as session 36's run).
@@ -25,7 +26,7 @@ o=$OUT/next; rm -rf /tmp/b /tmp/e; mkdir -p /tmp/b /tmp/e "$o"
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv > "$o/gpu.txt" 2>&1; cat "$o/gpu.txt"
 xz -dc .device/exp/coda.xz > /tmp/e/coda && chmod +x /tmp/e/coda
 for p in linear_rowscale_swiglu_save linear_rowscale_swiglu rmsnorm_backward linear_cross_entropy_save; do
-  TUNE_ONLY=$p PARTS=tune timeout 60 scripts/device-verify.sh /tmp/e "$o" > /dev/null 2>&1
+  TUNE_ONLY=$p PARTS=tune timeout 60 scripts/device-verify.sh /tmp/e "$o" >> "$o/verify-tune.txt" 2>&1
   echo "== $p searched at $(el) s"
 done
 grep -v "DEBUG\|^cache" "$o/tune.log" | grep " M=" | sed 's/\x1b\[[0-9;]*m//g' | tail -20
