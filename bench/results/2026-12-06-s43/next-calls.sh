@@ -16,7 +16,7 @@
 #     × 8192 in 0.83× that tile's time. Prediction on the H200 (its cost
 #     model): 128 × 192 ~2% ahead at wide N, the cooperative tile ~4%
 #     behind; if a tile is ≥ 3% ahead at a d = 8192 block shape, ship it
-#     in the H200 file (bench/ship_tuning.py on a merged cache, as the H100
+#     in the H200 file (`bench/ship_tuning.py CACHE OUT --only PROGRAM...`, as the H100
 #     file's four programs were) and time the block again.
 # On an H100 only step 2 (an H100 record; its file already has these).
 set -uo pipefail
