@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Session 44, call A (carry [".device"], ≤ 590 s; on an H200 only: on an
-# H100 it exits after naming the card). `.device` is main's build at
+# Session 44, call A (carry [".device"], ≤ 590 s; on an H100 only the
+# LM-head tail's profile, below). `.device` is main's build at
 # 1299eba (kernels as main's since; `gpu --quick` 183 of 183 on an H200 in
 # session 43, call G).
 #  1. The four coda-llama programs that compiled no cooperative tile before
@@ -26,7 +26,18 @@ t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
 left() { local l=$(( $1 - $(el) )); echo $(( l > 1 ? l : 1 )); }
 o=$OUT/a; rm -rf /tmp/b /tmp/py; mkdir -p /tmp/b /tmp/py "$o"
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv > "$o/gpu.txt" 2>&1; cat "$o/gpu.txt"
-if grep -q H100 "$o/gpu.txt"; then echo "an H100: nothing to do"; exit 0; fi
+if grep -q H100 "$o/gpu.txt"; then
+  # On an H100: where the LM-head tail's forward + backward goes there
+  # (session 43's compare.py on an H100: 1.143× its GEMMs at d = 4096,
+  # 1.043× at 8192, against 1.062× / 1.023× on the H200 in session 36).
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/py .device/coda_rs-0.1.0-*.whl > "$o/pip.log" 2>&1
+  for a in "--vocab 32768 --d 4096 --tokens 4096" "--vocab 32768 --d 8192 --tokens 8192"; do
+    tag=$(echo "$a" | tr -d ' -')
+    PYTHONPATH=/tmp/py timeout 80 python3 bench/block_profile.py $a --steps 3 > "$o/profile-$tag.log" 2>&1
+    echo "== profile $a exit $? at $(el) s"; grep -A12 "by kernel" "$o/profile-$tag.log" | head -40
+  done
+  exit 0
+fi
 tar xJf .device/bins.tar.xz -C /tmp/b
 cp .device/coda_rs-*.whl /tmp/b/
 for p in linear_rowscale_swiglu_save linear_rowscale_swiglu rmsnorm_backward linear_cross_entropy_save; do

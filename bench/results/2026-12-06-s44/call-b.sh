@@ -51,5 +51,17 @@ prof coda-llama::cross_entropy_grad 4096,32768,8 "_cross_entropy_grad__coop_128x
 sw=$(python3 -c "import json;print(next((e['config'] for e in json.load(open('$cache')) if e['program'].endswith('::linear_rowscale_swiglu_save') and e['n']==57344 and 'H200' in e['gpu']),'$pp'))")
 prof coda-llama::linear_rowscale_swiglu_save 16384,57344,8192 "_linear_rowscale_swiglu_save__$sw" swiglu_save-8192
 prof coda-llama::matmul 16384,57344,8192 "_matmul__$sw" matmul-16384x57344x8192
+# The LM head's two fused GEMMs searched in four tiles (.device/exp2/coda.xz:
+# main with CODA_CONFIGS of ping-pong 128 × 128 and 128 × 192, cooperative
+# 128 × 256 and 256 × 128 for rmsnorm_backward_head and
+# linear_cross_entropy_save; cuBLAS runs the tail's dX in a 256 × 128 tile).
+if (( $(el) < 500 )); then
+  mkdir -p /tmp/e; xz -dc .device/exp2/coda.xz > /tmp/e/coda && chmod +x /tmp/e/coda
+  for p in rmsnorm_backward_head linear_cross_entropy_save; do
+    TUNE_ONLY=$p PARTS=tune timeout "$(left 580)" scripts/device-verify.sh /tmp/e "$o/exp2" >> "$o/exp2-verify.txt" 2>&1
+    echo "== $p searched at $(el) s"
+  done
+  grep -v "DEBUG\|^cache" "$o/exp2/tune.log" | grep " M=" | sed 's/\x1b\[[0-9;]*m//g' | tail -12
+fi
 tar czf "$OUT/b.tgz" -C "$OUT" b
 echo "done at $(el) s"
