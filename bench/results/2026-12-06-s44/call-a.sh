@@ -26,6 +26,7 @@ t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
 left() { local l=$(( $1 - $(el) )); echo $(( l > 1 ? l : 1 )); }
 o=$OUT/a; rm -rf /tmp/b /tmp/py; mkdir -p /tmp/b /tmp/py "$o"
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv > "$o/gpu.txt" 2>&1; cat "$o/gpu.txt"
+if grep -q H100 "$o/gpu.txt" && [[ -n ${H100_EXIT:-} ]]; then echo "an H100: nothing to do (H100_EXIT)"; exit 0; fi
 if grep -q H100 "$o/gpu.txt"; then
   # On an H100: where the LM-head tail's forward + backward goes there
   # (session 43's compare.py on an H100: 1.143× its GEMMs at d = 4096,
