@@ -41,10 +41,11 @@ if grep -q H100 "$o/gpu.txt"; then
 fi
 tar xJf .device/bins.tar.xz -C /tmp/b
 cp .device/coda_rs-*.whl /tmp/b/
-for p in linear_rowscale_swiglu_save linear_rowscale_swiglu rmsnorm_backward linear_cross_entropy_save; do
+for p in ${SEARCH-linear_rowscale_swiglu_save linear_rowscale_swiglu rmsnorm_backward linear_cross_entropy_save}; do
   TUNE_ONLY=$p PARTS=tune timeout "$(left 120)" scripts/device-verify.sh /tmp/b "$o" >> "$o/verify-tune.txt" 2>&1
   echo "== $p searched at $(el) s"
 done
+[[ -f $o/tuning.json ]] || echo "[]" > "$o/tuning.json"
 python3 - "$o/tuning.json" coda-llama/tuning/nvidia-h200.json <<'PY'
 import json, sys
 new = {(e["program"], e["m"], e["n"], e["k"]): e for e in json.load(open(sys.argv[1])) if "H200" in e["gpu"]}
