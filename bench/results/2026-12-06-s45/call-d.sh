@@ -17,9 +17,11 @@ set -uo pipefail
 t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
 left() { local l=$(( $1 - $(el) )); echo $(( l > 1 ? l : 1 )); }
 nvidia-smi --query-gpu=name --format=csv,noheader > /tmp/gpu.txt 2>&1
-if ! grep -q H100 /tmp/gpu.txt; then exec bash bench/results/2026-12-06-s44/call-a.sh; fi
+# ANY_GPU=1: run here on an H200 too (when too little device time is left for call A).
+if ! grep -q H100 /tmp/gpu.txt && [[ -z ${ANY_GPU:-} ]]; then exec bash bench/results/2026-12-06-s44/call-a.sh; fi
 o=$OUT/d; rm -rf /tmp/e; mkdir -p /tmp/e "$o"
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv > "$o/gpu.txt" 2>&1; cat "$o/gpu.txt"
+if [[ -z ${CLUSTERS_ONLY:-} ]]; then  # CLUSTERS_ONLY=1: the second part alone
 xz -dc .device/s45/exp-all/coda.xz > /tmp/e/coda && chmod +x /tmp/e/coda
 shapes="16384,16384,2048 16384,8192,2048 16384,2048,8192"
 args=""; for s in $shapes; do args="$args --shape $s"; done
@@ -41,6 +43,7 @@ for key, per in sorted(best.items()):
     print("x".join(map(str, key)), "|", " ".join(f"{c}={t:.4f}" for c, t in top[:8]), "| pp_128x128_c1x2", f"{per.get('pp_128x128_c1x2', math.nan):.4f}")
 PY
 cat "$o/per-config.txt"
+fi
 # The block's fused programs at their d = 2048 shapes in ping-pong 128 × 128
 # with clusters 1 × 2 (the H100 file's pick), 2 × 1 and 2 × 2
 # (`.device/s45/exp-clusters/coda.xz`: main with those three for them).
