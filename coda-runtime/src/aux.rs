@@ -62,6 +62,28 @@ fn tiles(buf: &Tensor<f32>) -> (i64, i64) {
     (d[d.len() - 2] as i64, d[d.len() - 1] as i64)
 }
 
+/// Launches a finisher that reads the `[tiles, pitch]` partials `buf` and
+/// writes `out`, once both are checked to be on `stream` and apart:
+/// `launch(partials, tiles, pitch, out)` enqueues the kernel and gives its
+/// name and CUDA code. The pointers' guards outlive the enqueue.
+fn finish(
+    stream: &Stream,
+    buf: &Tensor<f32>,
+    out_name: &str,
+    out: &mut dyn TensorMut<f32>,
+    launch: impl FnOnce(u64, i64, i64, u64) -> (&'static str, i32),
+) -> Result<(), Error> {
+    same_stream(stream, "partials", buf)?;
+    same_stream(stream, out_name, out.as_any())?;
+    stream.cuda().context().bind_to_thread()?;
+    let (tiles, pitch) = tiles(buf);
+    let out_bytes = out.as_any().bytes();
+    let ((p, _read), (o, _write)) = (buf.read_ptr(stream), out.write_ptr(stream));
+    disjoint(&[("partials", p, buf.bytes(), false), (out_name, o, out_bytes, true)])?;
+    let (kernel, code) = launch(p, tiles, pitch, o);
+    launched(stream, kernel, code)
+}
+
 /// RMSNorm's inverse RMS from the row-sum-of-squares partials of a program's
 /// `row_sum(x * x)`: `r[m] = rsqrt(Σ_t partials[t, m] / d + eps)`; `r` is `[M]`.
 pub fn rms_from_partials(stream: &Stream, partials: &RowPartials, d: usize, eps: f32, r: &mut dyn TensorMut<f32>) -> Result<(), Error> {
@@ -72,33 +94,19 @@ pub fn rms_from_partials(stream: &Stream, partials: &RowPartials, d: usize, eps:
     if !(eps.is_finite() && eps >= 0.0) {
         return Err(Error::arg("eps", format!("{eps} must be finite and ≥ 0")));
     }
-    same_stream(stream, "partials", buf)?;
-    same_stream(stream, "r", r.as_any())?;
-    stream.cuda().context().bind_to_thread()?;
-    let (n_tiles, m_pad) = tiles(buf);
-    let r_bytes = r.as_any().bytes();
-    let ((p, _read), (o, _write)) = (buf.read_ptr(stream), r.write_ptr(stream));
-    disjoint(&[("partials", p, buf.bytes(), false), ("r", o, r_bytes, true)])?;
-    // SAFETY: shapes checked above; the guards order both buffers after the enqueue.
-    let code = unsafe {
-        crate::ffi::coda_rms_finish(p as _, m as i64, m_pad, n_tiles, 1.0 / d as f32, eps, o as _, stream.raw())
-    };
-    launched(stream, "coda_rms_finish", code)
+    finish(stream, buf, "r", r, |p, n_tiles, m_pad, o| {
+        // SAFETY: `buf` is `[n_tiles, m_pad]` with `m ≤ m_pad`, `r` is `[M]` (checked above).
+        ("coda_rms_finish", unsafe { crate::ffi::coda_rms_finish(p as _, m as i64, m_pad, n_tiles, 1.0 / d as f32, eps, o as _, stream.raw()) })
+    })
 }
 
 /// Plain row sums: `out[m] = scale · Σ_t partials[t, m]` (e.g. `s = (1/d) Σ dy ⊙ y`).
 pub fn row_sums(stream: &Stream, partials: &RowPartials, scale: f32, out: &mut dyn TensorMut<f32>) -> Result<(), Error> {
     let (buf, m) = row_partials(partials, "out", out.as_any())?;
-    same_stream(stream, "partials", buf)?;
-    same_stream(stream, "out", out.as_any())?;
-    stream.cuda().context().bind_to_thread()?;
-    let (n_tiles, m_pad) = tiles(buf);
-    let out_bytes = out.as_any().bytes();
-    let ((p, _read), (o, _write)) = (buf.read_ptr(stream), out.write_ptr(stream));
-    disjoint(&[("partials", p, buf.bytes(), false), ("out", o, out_bytes, true)])?;
-    // SAFETY: shapes checked above.
-    let code = unsafe { crate::ffi::coda_row_sum_finish(p as _, m as i64, m_pad, n_tiles, scale, o as _, stream.raw()) };
-    launched(stream, "coda_row_sum_finish", code)
+    finish(stream, buf, "out", out, |p, n_tiles, m_pad, o| {
+        // SAFETY: `buf` is `[n_tiles, m_pad]` with `m ≤ m_pad`, `out` is `[M]` (checked above).
+        ("coda_row_sum_finish", unsafe { crate::ffi::coda_row_sum_finish(p as _, m as i64, m_pad, n_tiles, scale, o as _, stream.raw()) })
+    })
 }
 
 /// Column sums over M-tiles: `out[n] = Σ_t partials[t, n]`, from a
@@ -116,18 +124,11 @@ pub fn col_sums_add(stream: &Stream, partials: &ColPartials, out: &mut dyn Tenso
 fn col_sums_into(stream: &Stream, partials: &ColPartials, out: &mut dyn TensorMut<f32>, accumulate: bool) -> Result<(), Error> {
     let (buf, p) = partials.written("partials")?;
     vector("out", out.as_any(), p.n)?;
-    same_stream(stream, "partials", buf)?;
-    same_stream(stream, "out", out.as_any())?;
-    stream.cuda().context().bind_to_thread()?;
-    let (m_tiles, n_pad) = tiles(buf);
-    let out_bytes = out.as_any().bytes();
-    let ((ptr, _read), (o, _write)) = (buf.read_ptr(stream), out.write_ptr(stream));
-    disjoint(&[("partials", ptr, buf.bytes(), false), ("out", o, out_bytes, true)])?;
-    // SAFETY: shapes checked above.
-    let code = unsafe {
-        crate::ffi::coda_col_sum_finish(ptr as _, p.n as i64, n_pad, m_tiles, accumulate as i32, o as _, stream.raw())
-    };
-    launched(stream, "coda_col_sum_finish", code)
+    finish(stream, buf, "out", out, |ptr, m_tiles, n_pad, o| {
+        // SAFETY: `buf` is `[m_tiles, n_pad]` with `n ≤ n_pad`, `out` is `[N]` (checked above).
+        let code = unsafe { crate::ffi::coda_col_sum_finish(ptr as _, p.n as i64, n_pad, m_tiles, accumulate as i32, o as _, stream.raw()) };
+        ("coda_col_sum_finish", code)
+    })
 }
 
 /// The maxima of the written partials per output (row or column), checked
@@ -137,23 +138,17 @@ fn maxima<K: Maxima>(stream: &Stream, partials: &Partials<K>, all: bool, out: &m
     let (buf, p) = partials.written("partials")?;
     let n = if matches!(K::SHAPE, Shape::RowMaxPartial) { p.m } else { p.n };
     vector("out", out.as_any(), if all { 1 } else { n })?;
-    same_stream(stream, "partials", buf)?;
-    same_stream(stream, "out", out.as_any())?;
-    stream.cuda().context().bind_to_thread()?;
-    let (tiles, pitch) = tiles(buf);
-    let out_bytes = out.as_any().bytes();
-    let ((ptr, _read), (o, _write)) = (buf.read_ptr(stream), out.write_ptr(stream));
-    disjoint(&[("partials", ptr, buf.bytes(), false), ("out", o, out_bytes, true)])?;
-    // SAFETY: the buffer is `[tiles, pitch]` with `n ≤ pitch` (its producer's
-    // layout, checked by `written`); `out` is checked above.
-    let (kernel, code) = unsafe {
-        if all {
-            ("coda_max_all_finish", crate::ffi::coda_max_all_finish(ptr as _, n as i64, pitch, tiles, o as _, stream.raw()))
-        } else {
-            ("coda_max_finish", crate::ffi::coda_max_finish(ptr as _, n as i64, pitch, tiles, o as _, stream.raw()))
+    finish(stream, buf, "out", out, |ptr, tiles, pitch, o| {
+        // SAFETY: the buffer is `[tiles, pitch]` with `n ≤ pitch` (its producer's
+        // layout, checked by `written`); `out` is checked above.
+        unsafe {
+            if all {
+                ("coda_max_all_finish", crate::ffi::coda_max_all_finish(ptr as _, n as i64, pitch, tiles, o as _, stream.raw()))
+            } else {
+                ("coda_max_finish", crate::ffi::coda_max_finish(ptr as _, n as i64, pitch, tiles, o as _, stream.raw()))
+            }
         }
-    };
-    launched(stream, kernel, code)
+    })
 }
 
 /// Row maxima over N-tiles: `out[m] = max_t partials[t, m]`, from a
@@ -207,18 +202,13 @@ fn col_sums_grouped_into(
             format!("{groups} groups of {g} columns from column {first} must be ≥ 1 and fit the partials' {} columns", p.n),
         ));
     }
-    same_stream(stream, "partials", buf)?;
-    same_stream(stream, "out", out.as_any())?;
-    stream.cuda().context().bind_to_thread()?;
-    let (m_tiles, n_pad) = tiles(buf);
-    let out_bytes = out.as_any().bytes();
-    let ((ptr, _read), (o, _write)) = (buf.read_ptr(stream), out.write_ptr(stream));
-    disjoint(&[("partials", ptr, buf.bytes(), false), ("out", o, out_bytes, true)])?;
-    // SAFETY: every column read, `first + h·g + j < first + groups·g ≤ n ≤ n_pad`, is in the buffer (checked above).
-    let code = unsafe {
-        crate::ffi::coda_col_group_sum_finish(ptr as _, n_pad, m_tiles, first as i64, groups as i64, g as i64, accumulate as i32, o as _, stream.raw())
-    };
-    launched(stream, "coda_col_group_sum_finish", code)
+    finish(stream, buf, "out", out, |ptr, m_tiles, n_pad, o| {
+        // SAFETY: every column read, `first + h·g + j < first + groups·g ≤ n ≤ n_pad`, is in the buffer (checked above).
+        let code = unsafe {
+            crate::ffi::coda_col_group_sum_finish(ptr as _, n_pad, m_tiles, first as i64, groups as i64, g as i64, accumulate as i32, o as _, stream.raw())
+        };
+        ("coda_col_group_sum_finish", code)
+    })
 }
 
 /// `out = [a repeated times_a times, b repeated times_b times, 0, …]`, end
@@ -292,16 +282,10 @@ pub fn scale_into<S: Element, D: Element>(
 /// Log-sum-exp per row from a program's `row_lse` partials; `lse` is `[M]`.
 pub fn lse_from_partials(stream: &Stream, partials: &LsePartials, lse: &mut dyn TensorMut<f32>) -> Result<(), Error> {
     let (buf, m) = row_partials(partials, "lse", lse.as_any())?;
-    same_stream(stream, "partials", buf)?;
-    same_stream(stream, "lse", lse.as_any())?;
-    stream.cuda().context().bind_to_thread()?;
-    let (n_tiles, m_pad) = tiles(buf);
-    let lse_bytes = lse.as_any().bytes();
-    let ((p, _read), (o, _write)) = (buf.read_ptr(stream), lse.write_ptr(stream));
-    disjoint(&[("partials", p, buf.bytes(), false), ("lse", o, lse_bytes, true)])?;
-    // SAFETY: shapes checked above.
-    let code = unsafe { crate::ffi::coda_lse_finish(p as _, m as i64, m_pad, n_tiles, o as _, stream.raw()) };
-    launched(stream, "coda_lse_finish", code)
+    finish(stream, buf, "lse", lse, |p, n_tiles, m_pad, o| {
+        // SAFETY: `buf` is `[n_tiles, m_pad]` with `m ≤ m_pad`, `lse` is `[M]` (checked above).
+        ("coda_lse_finish", unsafe { crate::ffi::coda_lse_finish(p as _, m as i64, m_pad, n_tiles, o as _, stream.raw()) })
+    })
 }
 
 /// Cross-entropy from `lse` and the gathered target logits: `loss[m] = lse[m] −
