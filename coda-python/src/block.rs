@@ -8,7 +8,7 @@ use coda_runtime::{Stream, bf16};
 use dlpark::python::ImportedDlpack;
 use pyo3::prelude::*;
 
-use crate::{Current, Use, argument_error, cublas, current_stream, disjoint, import, raw, to_py};
+use crate::{Current, Use, argument_error, cublas, current_stream, gemm_op, import, raw, to_py};
 
 /// A block's shapes as Python passes them:
 /// `(hidden, ffn, heads, kv_heads, head_dim, eps, rope_theta, qk_norm)`.
@@ -98,7 +98,7 @@ pub fn block_forward(
     let state_names = names(&c, &STATE, &STATE_QK);
     let st = import_all(py, "state", &state_names, &state, device, &on)?;
     let inputs = import_all(py, "inputs", &["attn", "x0", "pos"], &[attn, x0, pos], device, &on)?;
-    disjoint(py, &[(&names(&c, &WEIGHTS, &WEIGHTS_QK), &w, false), (&state_names, &st, true), (&["attn", "x0", "pos"], &inputs, false)])?;
+    gemm_op(py, &[(&names(&c, &WEIGHTS, &WEIGHTS_QK), &w, false), (&state_names, &st, true), (&["attn", "x0", "pos"], &inputs, false)])?;
     let bw = self::weights(py, &s, c, &w)?;
     let b = |i: usize| raw::<bf16>(&s, state_names[i], &st[i]);
     let f = |i: usize| raw::<f32>(&s, state_names[i], &st[i]);
@@ -143,7 +143,7 @@ pub fn block_backward(
     let wk = import_all(py, "work", &WORK, &work, device, &on)?;
     let gr = import_all(py, "grads", &grad_names, &grads, device, &on)?;
     let inputs = import_all(py, "inputs", &["attn", "pos", "dx2", "dqkv"], &[attn, pos, dx2, dqkv], device, &on)?;
-    disjoint(
+    gemm_op(
         py,
         &[
             (&names(&c, &WEIGHTS, &WEIGHTS_QK), &w, false),

@@ -8,7 +8,7 @@ use dlpark::python::ImportedDlpack;
 use pyo3::prelude::*;
 
 use crate::block::import_all;
-use crate::{Current, cublas, current_stream, disjoint, raw, to_py};
+use crate::{Current, cublas, current_stream, disjoint, gemm_op, raw, to_py};
 
 const INPUTS: [&str; 4] = ["gamma", "w", "x", "targets"];
 const STATE: [&str; 6] = ["u", "r", "lse", "target_logit", "loss", "mean"];
@@ -50,7 +50,7 @@ pub fn head_forward_backward(
     let s = fwd.on.stream.clone();
     let gr = import_all(py, "grads", &GRADS, &grads, device, &fwd.on)?;
     let ch = import_all(py, "chunk", &CHUNK, &chunk, device, &fwd.on)?;
-    disjoint(py, &[(&INPUTS, &fwd.inputs, false), (&STATE, &fwd.state, true), (&GRADS, &gr, true), (&CHUNK, &ch, true)])?;
+    gemm_op(py, &[(&INPUTS, &fwd.inputs, false), (&STATE, &fwd.state, true), (&GRADS, &gr, true), (&CHUNK, &ch, true)])?;
     let run = || -> Result<(), Error> {
         let (h, x, targets, mut fs) = fwd.parts(eps, loss)?;
         let f = |i: usize| raw::<f32>(&s, GRADS[i], &gr[i]);
@@ -111,7 +111,7 @@ pub fn head_forward(
     state: Vec<Bound<'_, PyAny>>,
 ) -> PyResult<()> {
     let fwd = Forward::import(py, device, [gamma, w, x, targets], &state)?;
-    disjoint(py, &[(&INPUTS, &fwd.inputs, false), (&STATE, &fwd.state, true)])?;
+    gemm_op(py, &[(&INPUTS, &fwd.inputs, false), (&STATE, &fwd.state, true)])?;
     let run = || -> Result<(), Error> {
         let (h, x, targets, mut fs) = fwd.parts(eps, loss)?;
         coda_llama::head_forward(&fwd.on.stream, &h, &x, &targets, &mut fs)

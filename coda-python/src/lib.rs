@@ -24,7 +24,7 @@ use coda_llama::blas::Cublas;
 use coda_llama::layout::{FfnDims, HeadRows, QkvDims};
 use coda_runtime::{AnyTensor, Choice, Element, Error, Kernel, Raster, RawTensor, Span, Stream, TensorArg, bf16, check_disjoint, tune};
 use pyo3::create_exception;
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyBufferError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
@@ -36,6 +36,20 @@ fn argument_error(py: Python<'_>, name: &str, rule: &str) -> PyErr {
     let err = ArgumentError::new_err(format!("argument `{name}`: {rule}"));
     // Setting an attribute on a fresh exception instance cannot fail.
     let _ = err.value(py).setattr("argument", name);
+    err
+}
+
+/// An exception raised by a tensor's own protocol methods (`__dlpack__`,
+/// `record_stream`) as a refusal of argument `name` where it says the object
+/// cannot be used that way (`TypeError`, `ValueError`, `BufferError`; kept as
+/// the refusal's cause); any other (`KeyboardInterrupt`, `MemoryError`, a CUDA
+/// `RuntimeError`) propagates as raised.
+fn refusal(py: Python<'_>, name: &str, e: PyErr, rule: impl FnOnce(&PyErr) -> String) -> PyErr {
+    if !(e.is_instance_of::<PyTypeError>(py) || e.is_instance_of::<PyValueError>(py) || e.is_instance_of::<PyBufferError>(py)) {
+        return e;
+    }
+    let err = argument_error(py, name, &rule(&e));
+    err.set_cause(py, Some(e));
     err
 }
 
@@ -122,7 +136,7 @@ fn check_cuda(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>, device: Option
         return Err(argument_error(py, name, &format!("is not a DLPack tensor (a {kind}); pass a torch CUDA tensor")));
     }
     let request = ImportRequest::new(obj.as_borrowed())
-        .map_err(|e| argument_error(py, name, &format!("is not a DLPack tensor ({e}); pass a torch CUDA tensor")))?;
+        .map_err(|e| refusal(py, name, e, |e| format!("is not a DLPack tensor ({e}); pass a torch CUDA tensor")))?;
     let d = request.device().map_err(|e| argument_error(py, name, &format!("does not state its DLPack device ({e})")))?;
     let cuda = (d.device_type == DLDeviceType::CUDA).then(|| usize::try_from(d.device_id).ok()).flatten();
     match (cuda, device) {
@@ -173,10 +187,10 @@ fn import(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>, device: usize, on:
     }
     if used == Use::Recorded {
         obj.call_method1("record_stream", (&on.torch,))
-            .map_err(|e| argument_error(py, name, &format!("cannot be marked as used on the current stream (Tensor.record_stream: {e})")))?;
+            .map_err(|e| refusal(py, name, e, |e| format!("cannot be marked as used on the current stream (Tensor.record_stream: {e})")))?;
     }
     let request = ImportRequest::new(obj.as_borrowed())?;
-    request.import(Some(&ConsumerStream(on.raw)), Some(false)).map_err(|e| argument_error(py, name, &format!("DLPack import failed: {e}")))
+    request.import(Some(&ConsumerStream(on.raw)), Some(false)).map_err(|e| refusal(py, name, e, |e| format!("DLPack import failed: {e}")))
 }
 
 /// An imported tensor as a launch argument of its parameter's dtype.
@@ -243,6 +257,29 @@ pub(crate) fn disjoint(py: Python<'_>, groups: &[(&[&str], &[ImportedDlpack], bo
         .filter_map(|(name, t, written)| span_of(t).map(|(address, bytes)| Span { name, address, bytes, written }))
         .collect();
     check_disjoint(&spans).map_err(|e| to_py(py, e))
+}
+
+/// The contracts of the tensors of an op that launches fused GEMMs (the
+/// block, the LM-head tail), checked together under the caller's names
+/// before the first launch: [`disjoint`], and a start 16-byte aligned for
+/// the GEMMs' TMA copies. Each launch checks alignment too, but under its
+/// program's parameter names and after the op's earlier launches; one rule
+/// for all of the op's tensors (QK-norm's weights, which only a small kernel
+/// reads, included): PyTorch's allocator aligns every tensor, so only a view
+/// at an offset into other memory breaks it.
+pub(crate) fn gemm_op(py: Python<'_>, groups: &[(&[&str], &[ImportedDlpack], bool)]) -> PyResult<()> {
+    for &(names, tensors, _) in groups {
+        for (name, t) in names.iter().zip(tensors) {
+            if let Some((address, bytes)) = span_of(t)
+                && bytes > 0
+                && address % 16 != 0
+            {
+                let rule = format!("starts at {address:#x}, not 16-byte aligned as the fused GEMMs' TMA copies need (a view at an offset into other memory: pass a .clone())");
+                return Err(argument_error(py, name, &rule));
+            }
+        }
+    }
+    disjoint(py, groups)
 }
 
 impl<'a> Raw<'a> {

@@ -248,6 +248,12 @@ class BlockOp(unittest.TestCase):
         refused("pos", pos=self.pos.double())
         refused("x0", x0=self.x0.cpu())
         refused("attn", attn=self.attn.T.contiguous().T)
+        refused("x0", x0=self.x0[:0], attn=self.attn[:0], pos=self.pos[:0])
+        # Contiguous views at an offset of 2 and 4 bytes: refused before the first launch.
+        x0 = torch.empty(self.x0.numel() + 1, dtype=self.x0.dtype, device="cuda")[1:].view_as(self.x0).copy_(self.x0)
+        refused("x0", x0=x0)
+        pos = torch.empty(self.pos.numel() + 1, dtype=self.pos.dtype, device="cuda")[1:].copy_(self.pos)
+        refused("pos", pos=pos)
         if self.c.qk_norm:
             refused("qk_norm.q", weights=w[:6] + [w[6][:-2].contiguous(), w[7]])
         refused("weights", weights=w[:-1])

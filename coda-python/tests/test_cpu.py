@@ -124,6 +124,35 @@ class Refusals(unittest.TestCase):
         x = np.zeros((4, 8), np.float32)
         self.refused("a", "is not a DLPack tensor", a=[[1.0]], b=x, residual=x, gamma=x)
 
+    def test_scalars_are_refused_where_f32_would_change_them(self):
+        x = np.zeros((4, 8), np.float32)
+        args = dict(program="linear_cross_entropy_softcap", a=x, b=x, r=x, target=x, inv_cap=1.0)
+        self.refused("cap", "past f32's range", cap=1e39, **args)
+        self.refused("cap", "would run as 0", cap=-1e-46, **args)
+        self.refused("cap", "must be a number", cap=[30.0], **args)
+        self.refused("a", "CODA needs CUDA tensors", cap=float("inf"), **args)  # inf passes as itself
+
+    def test_a_producers_own_exceptions(self):
+        # A producer that says it cannot export is refused by name (its error kept
+        # as the cause); anything else it raises (here Ctrl-C) is not turned into one.
+        def producer(error):
+            class Producer:
+                def __dlpack__(self, **kwargs):
+                    raise error
+
+                def __dlpack_device__(self):
+                    raise error
+
+            return Producer()
+
+        x = np.zeros((4, 8), np.float32)
+        with self.assertRaises(coda_rs.ArgumentError) as e:
+            coda_rs.launch("linear_residual_rms_partial", a=producer(TypeError("no export")), b=x, residual=x, gamma=x)
+        self.assertEqual(e.exception.argument, "a")
+        self.assertIsInstance(e.exception.__cause__, TypeError)
+        with self.assertRaises(KeyboardInterrupt):
+            coda_rs.launch("linear_residual_rms_partial", a=producer(KeyboardInterrupt()), b=x, residual=x, gamma=x)
+
 
 class Converters(unittest.TestCase):
     """Checkpoint layouts to the kernels' and back (numpy stands in for torch)."""

@@ -234,6 +234,9 @@ class HeadOp(unittest.TestCase):
         refused("targets", targets=self.targets[:-1])
         refused("chunk_rows", chunk_rows=100)
         refused("x", x=self.x.cpu())
+        refused("x", x=self.x[:0], targets=self.targets[:0])
+        w = torch.empty(self.w.numel() + 1, dtype=self.w.dtype, device="cuda")[1:].view_as(self.w).copy_(self.w)
+        refused("w", w=w)
 
         def refused_loss(name, **loss):
             with self.assertRaises(ArgumentError) as e:
@@ -246,6 +249,8 @@ class HeadOp(unittest.TestCase):
         refused_loss("z_loss", z_loss=-0.1)
         refused_loss("label_smoothing", label_smoothing=1.5)
         refused_loss("z_loss", z_loss=float("nan"))
+        refused_loss("softcap", softcap=1e39)
+        refused_loss("z_loss", z_loss=1e-50)
         with self.assertRaises(ArgumentError) as e:
             head_loss(self.x, self.targets, self.gamma, self.w, EPS, -1)
         self.assertEqual(e.exception.argument, "chunk_rows", str(e.exception))

@@ -23,7 +23,7 @@ and ``row_lse`` finish them.
 
 from ._coda import ArgumentError, CodaError, program_info, programs
 from . import _coda, llama
-from ._errors import argument_error
+from ._errors import argument_error, f32_number
 
 __all__ = [
     "ArgumentError",
@@ -69,10 +69,7 @@ def launch(program, /, *, a=None, b=None, **arguments):
     for s in scalars:
         if s not in arguments:
             raise argument_error(s, f"scalar `{s}` is missing")
-        try:
-            values.append(float(arguments[s]))
-        except (TypeError, ValueError):
-            raise argument_error(s, f"scalar `{s}` must be a number, got {type(arguments[s]).__name__}") from None
+        values.append(f32_number(s, arguments[s]))
     if info["map"]:
         if a is not None or b is not None:
             raise argument_error("a", f"{info['name']} is a map program: it takes no GEMM operands")

@@ -133,6 +133,8 @@ def _rows(name, t):
         raise argument_error(name, f"shape {tuple(t.shape)} must be [M, width]")
     if t.device.type != "cuda":
         raise argument_error(name, f"is on {t.device}; CODA needs CUDA tensors")
+    if t.shape[0] == 0:
+        raise argument_error(name, f"shape {tuple(t.shape)} has no rows; M must be ≥ 1")
     return t.shape[0], t.device.index
 
 

@@ -34,7 +34,7 @@ import math
 import torch
 
 from . import _coda
-from ._errors import argument_error
+from ._errors import argument_error, f32_number
 from .block import OP_TAGS, _rows, autocast_bf16
 
 __all__ = ["head_loss"]
@@ -176,10 +176,11 @@ def head_loss(x, targets, gamma, w, eps=1e-5, chunk_rows=4096, softcap=None, z_l
     # Checked here too: the forward alone (no gradients) takes no chunks.
     if not (isinstance(chunk_rows, int) and chunk_rows > 0 and chunk_rows % 256 == 0):
         raise argument_error("chunk_rows", f"{chunk_rows!r} must be a positive multiple of 256")
-    cap = 0.0 if softcap is None else float(softcap)
+    cap = 0.0 if softcap is None else f32_number("softcap", softcap)
+    z_loss, label_smoothing, eps = f32_number("z_loss", z_loss), f32_number("label_smoothing", label_smoothing), f32_number("eps", eps)
     x, gamma, w = autocast_bf16(("x", "gamma", "w"), (x, gamma, w))
     if not (torch.is_grad_enabled() and any(t.requires_grad for t in (x, gamma, w))):
         # Evaluation: no gradients to keep, so no chunks, no backward GEMMs.
-        return torch.ops.coda_rs.head_loss_forward(x, targets, gamma, w, eps, cap, float(z_loss), float(label_smoothing)).reshape(())
-    mean, *_ = torch.ops.coda_rs.head_loss(x, targets, gamma, w, eps, chunk_rows, cap, float(z_loss), float(label_smoothing))
+        return torch.ops.coda_rs.head_loss_forward(x, targets, gamma, w, eps, cap, z_loss, label_smoothing).reshape(())
+    mean, *_ = torch.ops.coda_rs.head_loss(x, targets, gamma, w, eps, chunk_rows, cap, z_loss, label_smoothing)
     return mean.reshape(())
