@@ -4,7 +4,7 @@
 //! (`python/coda_rs/llama.py`) and borrowed here through DLPack.
 
 use coda_llama::{BackwardState, BlockConfig, BlockGrads, BlockState, BlockWeights, Borrowed, QkNorm, QkNormState, WeightGrad};
-use coda_runtime::{Stream, bf16};
+use coda_runtime::{Error, Stream, bf16};
 use dlpark::python::ImportedDlpack;
 use pyo3::prelude::*;
 
@@ -74,7 +74,12 @@ fn weights<'a>(py: Python<'_>, s: &Stream, c: BlockConfig, w: &'a [ImportedDlpac
         let qk = if c.qk_norm { Some(QkNorm { q: b(7)?, k: b(8)? }) } else { None };
         BlockWeights::from_parts(c, b(0)?, b(1)?, b(2)?, b(3)?, b(4)?, b(5)?, raw::<f32>(s, WEIGHTS[6], &w[6])?, qk)
     };
-    built().map_err(|e| to_py(py, e))
+    // coda-llama names QK-norm's weights by their fields; Python passes them as `q_norm`, `k_norm`.
+    built().map_err(|e| match e {
+        Error::Arg { name, rule } if name == "qk_norm.q" => argument_error(py, WEIGHTS_QK[0], &rule),
+        Error::Arg { name, rule } if name == "qk_norm.k" => argument_error(py, WEIGHTS_QK[1], &rule),
+        other => to_py(py, other),
+    })
 }
 
 /// The block forward on PyTorch's current stream of `device`: `weights` in

@@ -255,7 +255,8 @@ class BlockOp(unittest.TestCase):
         pos = torch.empty(self.pos.numel() + 1, dtype=self.pos.dtype, device="cuda")[1:].copy_(self.pos)
         refused("pos", pos=pos)
         if self.c.qk_norm:
-            refused("qk_norm.q", weights=w[:6] + [w[6][:-2].contiguous(), w[7]])
+            refused("q_norm", weights=w[:6] + [w[6][:-2].contiguous(), w[7]])
+            refused("k_norm", weights=w[:7] + [w[7][:-2].contiguous()])
         refused("weights", weights=w[:-1])
 
 
