@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Session 47, call B (carry [".device"], ≤ 590 s; on an H200 only):
+# Session 47, call B (carry [".device"], ≤ 590 s, or LIMIT + 10 with each
+# step's deadline scaled to LIMIT (default 580 s); on an H200 only):
 # session 44's call B on this build, without its experiment build's
 # four-tile search (that build is not in .device any more), with call A's
 # search (.device/s47/tuning.json) in front of the shipped file:
@@ -15,6 +16,7 @@
 #     each beside our plain GEMM (`matmul`) of its shape in the same tile.
 set -uo pipefail
 t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
+LIMIT=${LIMIT:-580}
 left() { local l=$(( $1 - $(el) )); echo $(( l > 1 ? l : 1 )); }
 o=$OUT/b; rm -rf /tmp/b /tmp/py /tmp/r; mkdir -p /tmp/b /tmp/py /tmp/r "$o"
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv > "$o/gpu.txt" 2>&1; cat "$o/gpu.txt"
@@ -24,16 +26,16 @@ python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/py .de
 cache=/tmp/r/cache.json; [[ -f .device/s47/tuning.json ]] && cp .device/s47/tuning.json "$cache" || echo "[]" > "$cache"
 export CODA_TUNE_CACHE=$cache
 for a in "--vocab 32768 --d 4096 --tokens 4096" "--vocab 32768 --d 8192 --tokens 8192" "--d 8192 --ffn 28672"; do
-  (( $(el) > 200 )) && { echo "stopping at $(el) s"; break; }
+  (( $(el) > LIMIT * 35 / 100 )) && { echo "stopping at $(el) s"; break; }
   tag=$(echo "$a" | tr -d ' -')
   PYTHONPATH=/tmp/py timeout 80 python3 bench/block_profile.py $a --steps 3 > "$o/profile-$tag.log" 2>&1
   echo "== profile $a exit $? at $(el) s"; grep -A14 "by kernel" "$o/profile-$tag.log" | head -30
 done
 prof() {  # program shape kernel-regex tag
   local prog=$1 shape=$2 regex=$3 tag=$4
-  (( $(el) > 540 )) && { echo "stopping before $tag at $(el) s"; return; }
+  (( $(el) > LIMIT - 40 )) && { echo "stopping before $tag at $(el) s"; return; }
   echo "[]" > /tmp/r/c-$tag.json
-  CODA_TUNE_CACHE=/tmp/r/c-$tag.json timeout "$(left 575)" scripts/device-run.sh ncu --clock-control none --kernel-name-base demangled \
+  CODA_TUNE_CACHE=/tmp/r/c-$tag.json timeout "$(left $(( LIMIT - 12 )))" scripts/device-run.sh ncu --clock-control none --kernel-name-base demangled \
     --kernel-name "regex:$regex" --launch-skip 3 --launch-count 1 --section SpeedOfLight --section SchedulerStats \
     --section WarpStateStats --section Occupancy --section MemoryWorkloadAnalysis -f -o /tmp/r/$tag \
     /tmp/b/coda tune --program "$prog" --shape "$shape" > "$o/$tag.run.log" 2>&1
