@@ -25,7 +25,9 @@ tar xJf .device/bins.tar.xz -C /tmp/b
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/py .device/coda_rs-*.whl > "$o/pip.log" 2>&1
 cache=/tmp/r/cache.json; [[ -f .device/s47/tuning.json ]] && cp .device/s47/tuning.json "$cache" || echo "[]" > "$cache"
 export CODA_TUNE_CACHE=$cache
-for a in "--vocab 32768 --d 4096 --tokens 4096" "--vocab 32768 --d 8192 --tokens 8192" "--d 8192 --ffn 28672"; do
+# ONLY (a regex on the tags below) profiles those kernels alone, without
+# the block profiles (session 49: the plain `matmul` launches).
+[[ -n ${ONLY:-} ]] || for a in "--vocab 32768 --d 4096 --tokens 4096" "--vocab 32768 --d 8192 --tokens 8192" "--d 8192 --ffn 28672"; do
   (( $(el) > LIMIT * 35 / 100 )) && { echo "stopping at $(el) s"; break; }
   tag=$(echo "$a" | tr -d ' -')
   PYTHONPATH=/tmp/py timeout 80 python3 bench/block_profile.py $a --steps 3 > "$o/profile-$tag.log" 2>&1
@@ -33,6 +35,7 @@ for a in "--vocab 32768 --d 4096 --tokens 4096" "--vocab 32768 --d 8192 --tokens
 done
 prof() {  # program shape kernel-regex tag
   local prog=$1 shape=$2 regex=$3 tag=$4
+  [[ -n ${ONLY:-} && ! $tag =~ $ONLY ]] && return
   (( $(el) > LIMIT - 40 )) && { echo "stopping before $tag at $(el) s"; return; }
   echo "[]" > /tmp/r/c-$tag.json
   CODA_TUNE_CACHE=/tmp/r/c-$tag.json timeout "$(left $(( LIMIT - 12 )))" scripts/device-run.sh ncu --clock-control none --kernel-name-base demangled \
