@@ -55,7 +55,7 @@ pub fn tree_hash(dir: &Path) -> Result<String, String> {
 /// the one who searched them.
 ///
 /// `env`: the variables nvcc and the host compiler read besides their
-/// arguments ([`COMPILER_ENV`]), those set (`NVCC_APPEND_FLAGS=-G` changes
+/// arguments ([`COMPILER_ENV`]), those set (`NVCC_APPEND_FLAGS=-lineinfo` changes
 /// the object as a flag would); with none set the key is as without them.
 pub fn fingerprint(command: &[OsString], trees: &[PathBuf], nvcc_version: &str, env: &[(String, String)]) -> Result<String, String> {
     let hashes = trees

@@ -167,10 +167,10 @@ fn the_cache_key_covers_command_headers_and_nvcc() {
     // Flags nvcc takes from its environment reach the key only where set.
     let env = |pairs: &[(&str, &str)]| cache::compiler_env(|k| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| OsString::from(v)));
     assert_eq!(env(&[("NVCC_APPEND_FLAGS", ""), ("PATH", "/bin")]), vec![]);
-    let debug = env(&[("NVCC_APPEND_FLAGS", "-G")]);
-    assert_eq!(debug, vec![("NVCC_APPEND_FLAGS".to_string(), "-G".to_string())]);
+    let lineinfo = env(&[("NVCC_APPEND_FLAGS", "-lineinfo")]);
+    assert_eq!(lineinfo, vec![("NVCC_APPEND_FLAGS".to_string(), "-lineinfo".to_string())]);
     assert_eq!(base, cache::fingerprint(&command(&[]), &trees, "release 13.0, V13.0.88", &[]).unwrap());
-    assert_ne!(base, cache::fingerprint(&command(&[]), &trees, "release 13.0, V13.0.88", &debug).unwrap());
+    assert_ne!(base, cache::fingerprint(&command(&[]), &trees, "release 13.0, V13.0.88", &lineinfo).unwrap());
     // One CUTLASS header changes.
     write(&cutlass.join("tools/util/include/cutlass/util/packed_stride.hpp"), "#pragma once\n// changed\n");
     let changed = fingerprint(&command(&[]), &trees, "release 13.0, V13.0.88");
