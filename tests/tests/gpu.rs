@@ -1,6 +1,6 @@
 //! GPU tests: need an sm_90a device (H100/H200). Where there is none (CI),
 //! they print why and pass without running. Run them on the GPU machine with
-//! the built test binary: `gpu [--quick | --sanitize] [--only NAME-PART]`.
+//! the built test binary: `gpu [--quick | --sanitize] [--only NAME-PART]... [--skip NAME-PART]...`.
 
 use coda_llama::{BlockConfig, HeadLoss};
 use coda_llama::programs as llama;
@@ -14,16 +14,19 @@ struct Outcome {
     pass: bool,
 }
 
-/// Runs the cases (those whose name contains `--only`'s text, if given),
+/// Runs the cases (those whose name contains one of the `--only` texts, if any,
+/// and none of the `--skip` texts),
 /// printing each result as it completes: an error is a failed case, not an abort.
 struct Runner {
-    only: Option<String>,
+    only: Vec<String>,
+    skip: Vec<String>,
     outcomes: Vec<Outcome>,
 }
 
 impl Runner {
     fn outcome(&mut self, name: String, f: impl FnOnce() -> Result<(bool, String), Error>) {
-        if self.only.as_ref().is_some_and(|o| !name.contains(o.as_str())) {
+        let has = |parts: &[String]| parts.iter().any(|p| name.contains(p.as_str()));
+        if (!self.only.is_empty() && !has(&self.only)) || has(&self.skip) {
             return;
         }
         let t = std::time::Instant::now();
@@ -580,7 +583,8 @@ fn main() {
     // no deliberately refused TMA descriptor.
     let sanitize = args.iter().any(|a| a == "--sanitize");
     let quick = sanitize || args.iter().any(|a| a == "--quick");
-    let only = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)).cloned();
+    let values = |flag: &str| -> Vec<String> { args.windows(2).filter(|w| w[0] == flag).map(|w| w[1].clone()).collect() };
+    let (only, skip) = (values("--only"), values("--skip"));
     let stress_seconds = if quick { 5.0 } else { 30.0 };
     // The ragged shape: M and N not multiples of any tile, K not of 64 (N/2 is a multiple of 8).
     let shapes: &[(usize, usize, usize)] = if sanitize {
@@ -701,17 +705,25 @@ fn main() {
             generic.extend([112, 496, 624].map(|k| (*name, *kernel, program, Choice::own(kernel), (ragged.0, ragged.1, k))));
         }
     }
+    let large_variants: &[(&str, HeadLoss)] = if quick {
+        &[]
+    } else {
+        &[
+            ("soft-capped at 30", HeadLoss { softcap: Some(30.0), ..HeadLoss::default() }),
+            ("z-loss 1e-4 and label smoothing 0.1", HeadLoss { z_loss: 1e-4, label_smoothing: 0.1, ..HeadLoss::default() }),
+        ]
+    };
     let stream = match Stream::new(0) {
         Ok(s) => s,
         Err(e) => {
             println!("gpu tests: SKIPPED, {e}. Their results come from runs on an H200 (see README).");
-            // The FP8 shapes, the block cases (plain and QK-norm), the 8 loss variants and the 15 outcomes below.
-            let cases = generic.len() + 5 + ce.len() + 4 * blocks.len() + 2 + heads.len() + 8 + 15;
+            // The FP8 shapes, the block cases (plain and QK-norm), the loss variants and the 16 cases and outcomes after them.
+            let cases = generic.len() + 5 + ce.len() + 4 * blocks.len() + 3 + heads.len() + 8 + 2 * large_variants.len() + 16;
             println!("0 passed, 0 failed, {cases} skipped");
             return;
         }
     };
-    let mut run = Runner { only: only.clone(), outcomes: vec![] };
+    let mut run = Runner { only, skip, outcomes: vec![] };
     for (name, kernel, program, choice, (m, n, k)) in generic {
         run.case(format!("{name} [{}] M={m} N={n} K={k}", choice.describe()), || {
             harness::verify(&stream, kernel, program, Some(choice), (m, n, k), 7)
@@ -790,6 +802,17 @@ fn main() {
             let how = if fused { "head_forward_backward" } else { "head_forward + head_backward" };
             run.case(format!("LM head {how}, {what}, d={d} V={v} M={m} chunks of {chunk}, every row and weight"), || {
                 backward::head_case(&stream, d, v, m, chunk, 96, 25, true, fused, loss)
+            });
+        }
+    }
+    // The full run also takes them to a training shape with a ragged last
+    // chunk: soft-capping alone (its own programs) and z-loss with label
+    // smoothing (the uncapped ones: the terms, the weight's column sums).
+    for &(what, loss) in large_variants {
+        for fused in [false, true] {
+            let how = if fused { "head_forward_backward" } else { "head_forward + head_backward" };
+            run.case(format!("LM head {how}, {what}, d=2048 V=32768 M=15999 chunks of 4096, sampled rows"), || {
+                backward::head_case(&stream, 2048, 32768, 15999, 4096, 96, 30, false, fused, loss)
             });
         }
     }
