@@ -13,7 +13,7 @@
 # `fp8` only the FP8 programs, beside cuBLASLt's FP8 GEMM and their bf16 programs, at full samples.
 # `compare` runs bench/compare.py (`coda bench` beside the PyTorch baselines; not in the default PARTS).
 # Usage: [PARTS="gpu user python random programs fp8 tune heuristic bench train"] scripts/device-verify.sh BIN_DIR OUT_DIR
-# Narrower runs: GPU_ARGS (e.g. "--quick", "--only dswiglu") for `gpu`,
+# Narrower runs: GPU_ARGS (e.g. "--quick", "--only dswiglu --only rope", "--skip stress") for `gpu`,
 # PROGRAMS_ARGS for `time_programs` (default "--quick --programs-only"),
 # TUNE_ONLY (a program name) to search only that program's shipped shapes.
 # BIN_DIR holds the release binaries `gpu`, `gpu_user`, `gpu_random`,
