@@ -15,36 +15,43 @@ struct Outcome {
 }
 
 /// Runs the cases (those whose name contains one of the `--only` texts, if any,
-/// and none of the `--skip` texts),
-/// printing each result as it completes: an error is a failed case, not an abort.
+/// and none of the `--skip` texts) on `stream`, printing each result as it
+/// completes: an error is a failed case, not an abort. Without a device each
+/// selected case is counted as skipped instead.
 struct Runner {
+    stream: Result<Stream, Error>,
     only: Vec<String>,
     skip: Vec<String>,
     outcomes: Vec<Outcome>,
+    skipped: usize,
 }
 
 impl Runner {
-    fn outcome(&mut self, name: String, f: impl FnOnce() -> Result<(bool, String), Error>) {
+    fn outcome(&mut self, name: String, f: impl FnOnce(&Stream) -> Result<(bool, String), Error>) {
         let has = |parts: &[String]| parts.iter().any(|p| name.contains(p.as_str()));
         if (!self.only.is_empty() && !has(&self.only)) || has(&self.skip) {
             return;
         }
+        let Ok(stream) = &self.stream else {
+            self.skipped += 1;
+            return;
+        };
         let t = std::time::Instant::now();
-        let (pass, detail) = f().unwrap_or_else(|e| (false, format!("    error: {e}\n")));
+        let (pass, detail) = f(stream).unwrap_or_else(|e| (false, format!("    error: {e}\n")));
         println!("{} {name} ({:.1} s)\n{detail}", if pass { "PASS" } else { "FAIL" }, t.elapsed().as_secs_f64());
         self.outcomes.push(Outcome { name, pass });
     }
 
     /// As [`Runner::outcome`], not run (and not counted) when `skip`.
-    fn outcome_unless(&mut self, skip: bool, name: String, f: impl FnOnce() -> Result<(bool, String), Error>) {
+    fn outcome_unless(&mut self, skip: bool, name: String, f: impl FnOnce(&Stream) -> Result<(bool, String), Error>) {
         if !skip {
             self.outcome(name, f);
         }
     }
 
-    fn case(&mut self, name: String, f: impl FnOnce() -> Result<harness::Report, Error>) {
-        self.outcome(name, || {
-            let r = f()?;
+    fn case(&mut self, name: String, f: impl FnOnce(&Stream) -> Result<harness::Report, Error>) {
+        self.outcome(name, |stream| {
+            let r = f(stream)?;
             let mut detail = format!("rows checked {}, repeat bitwise {}\n", r.rows_checked, r.repeat_bitwise);
             for c in &r.checks {
                 let verdict = if c.pass() { "ok" } else { "FAIL" };
@@ -713,20 +720,10 @@ fn main() {
             ("z-loss 1e-4 and label smoothing 0.1", HeadLoss { z_loss: 1e-4, label_smoothing: 0.1, ..HeadLoss::default() }),
         ]
     };
-    let stream = match Stream::new(0) {
-        Ok(s) => s,
-        Err(e) => {
-            println!("gpu tests: SKIPPED, {e}. Their results come from runs on an H200 (see README).");
-            // The FP8 shapes, the block cases (plain and QK-norm), the loss variants and the 16 cases and outcomes after them.
-            let cases = generic.len() + 5 + ce.len() + 4 * blocks.len() + 3 + heads.len() + 8 + 2 * large_variants.len() + 16;
-            println!("0 passed, 0 failed, {cases} skipped");
-            return;
-        }
-    };
-    let mut run = Runner { only, skip, outcomes: vec![] };
+    let mut run = Runner { stream: Stream::new(0), only, skip, outcomes: vec![], skipped: 0 };
     for (name, kernel, program, choice, (m, n, k)) in generic {
-        run.case(format!("{name} [{}] M={m} N={n} K={k}", choice.describe()), || {
-            harness::verify(&stream, kernel, program, Some(choice), (m, n, k), 7)
+        run.case(format!("{name} [{}] M={m} N={n} K={k}", choice.describe()), |stream| {
+            harness::verify(stream, kernel, program, Some(choice), (m, n, k), 7)
         });
     }
     // The shapes of random_000 of seed 0x5e330001 (one NaN of `acc / acc` on an H100), and its K around;
@@ -734,9 +731,9 @@ fn main() {
     // tensor cores' FP8 sum is 0 at element 8266 for an exact −2⁻¹⁸.
     for (m, n, k, seed) in [(1000, 528, 272, 8), (1000, 528, 144, 8), (1000, 528, 400, 8), (2100, 784, 528, 8), (1000, 528, 272, 1000)] {
         let program = kit::fp8_few_stages::program();
-        run.case(format!("coda-tests::fp8_few_stages [own] M={m} N={n} K={k} seed {seed}"), || {
+        run.case(format!("coda-tests::fp8_few_stages [own] M={m} N={n} K={k} seed {seed}"), |stream| {
             let kernel = &kit::fp8_few_stages::KERNEL;
-            let (mut report, compared) = harness::verify_outputs(&stream, kernel, &program, Some(Choice::own(kernel)), (m, n, k), seed, |_, _| Ok(()))?;
+            let (mut report, compared) = harness::verify_outputs(stream, kernel, &program, Some(Choice::own(kernel)), (m, n, k), seed, |_, _| Ok(()))?;
             // Where the accumulator is off (a relative 2^-6, well past bf16's
             // rounding), by column of the sampled rows: a pattern names the cause.
             let acc = compared.iter().find(|c| c.name == "v4").expect("v4 is an output");
@@ -757,35 +754,35 @@ fn main() {
         });
     }
     for &(m, v, k) in ce {
-        run.case(format!("cross-entropy loss M={m} V={v} K={k}"), || harness::cross_entropy_case(&stream, m, v, k, 11, false));
+        run.case(format!("cross-entropy loss M={m} V={v} K={k}"), |stream| harness::cross_entropy_case(stream, m, v, k, 11, false));
     }
     let (big, big_name) = if sanitize { (&small, "d=256 ffn=512 heads 2x128 kv 1") } else { (&large, "d=2048 ffn=8192 heads 16x128 kv 4") };
     for &m in blocks {
-        run.case(format!("block forward {big_name}, M={m}"), || block::forward_case(&stream, big, m, 128, 21));
+        run.case(format!("block forward {big_name}, M={m}"), |stream| block::forward_case(stream, big, m, 128, 21));
     }
     for &m in blocks {
-        run.case(format!("block backward {big_name}, M={m}"), || backward::backward_case(&stream, big, m, 32, 22, false, false));
+        run.case(format!("block backward {big_name}, M={m}"), |stream| backward::backward_case(stream, big, m, 32, 22, false, false));
     }
-    run.case("block backward d=256 ffn=512 heads 2x128 kv 1, M=1000, every row and weight".into(), || {
-        backward::backward_case(&stream, &small, 1000, 0, 23, true, false)
+    run.case("block backward d=256 ffn=512 heads 2x128 kv 1, M=1000, every row and weight".into(), |stream| {
+        backward::backward_case(stream, &small, 1000, 0, 23, true, false)
     });
-    run.case("block backward d=256 ffn=512 heads 2x128 kv 1, M=1000, every row and weight, bf16 weight gradients".into(), || {
-        backward::backward_case(&stream, &small, 1000, 0, 29, true, true)
+    run.case("block backward d=256 ffn=512 heads 2x128 kv 1, M=1000, every row and weight, bf16 weight gradients".into(), |stream| {
+        backward::backward_case(stream, &small, 1000, 0, 29, true, true)
     });
     // The same with QK-norm.
     let (big_qk, small_qk) = (BlockConfig { qk_norm: true, ..*big }, BlockConfig { qk_norm: true, ..small });
     for &m in blocks {
-        run.case(format!("block forward, QK-norm, {big_name}, M={m}"), || block::forward_case(&stream, &big_qk, m, 128, 26));
-        run.case(format!("block backward, QK-norm, {big_name}, M={m}"), || backward::backward_case(&stream, &big_qk, m, 32, 27, false, false));
+        run.case(format!("block forward, QK-norm, {big_name}, M={m}"), |stream| block::forward_case(stream, &big_qk, m, 128, 26));
+        run.case(format!("block backward, QK-norm, {big_name}, M={m}"), |stream| backward::backward_case(stream, &big_qk, m, 32, 27, false, false));
     }
-    run.case("block backward, QK-norm, d=256 ffn=512 heads 2x128 kv 1, M=1000, every row and weight".into(), || {
-        backward::backward_case(&stream, &small_qk, 1000, 0, 28, true, false)
+    run.case("block backward, QK-norm, d=256 ffn=512 heads 2x128 kv 1, M=1000, every row and weight".into(), |stream| {
+        backward::backward_case(stream, &small_qk, 1000, 0, 28, true, false)
     });
     for &(d, v, m, chunk, full, fused) in heads {
         let what = if full { "every row and weight" } else { "sampled rows" };
         let how = if fused { "head_forward_backward" } else { "head_forward + head_backward" };
-        run.case(format!("LM head {how} d={d} V={v} M={m} chunks of {chunk}, {what}"), || {
-            backward::head_case(&stream, d, v, m, chunk, 96, 24, full, fused, HeadLoss::default())
+        run.case(format!("LM head {how} d={d} V={v} M={m} chunks of {chunk}, {what}"), |stream| {
+            backward::head_case(stream, d, v, m, chunk, 96, 24, full, fused, HeadLoss::default())
         });
     }
     // The loss variants' programs, unfused and fused, each variant alone and
@@ -800,8 +797,8 @@ fn main() {
     for (what, loss) in variants {
         for fused in [false, true] {
             let how = if fused { "head_forward_backward" } else { "head_forward + head_backward" };
-            run.case(format!("LM head {how}, {what}, d={d} V={v} M={m} chunks of {chunk}, every row and weight"), || {
-                backward::head_case(&stream, d, v, m, chunk, 96, 25, true, fused, loss)
+            run.case(format!("LM head {how}, {what}, d={d} V={v} M={m} chunks of {chunk}, every row and weight"), |stream| {
+                backward::head_case(stream, d, v, m, chunk, 96, 25, true, fused, loss)
             });
         }
     }
@@ -811,36 +808,36 @@ fn main() {
     for &(what, loss) in large_variants {
         for fused in [false, true] {
             let how = if fused { "head_forward_backward" } else { "head_forward + head_backward" };
-            run.case(format!("LM head {how}, {what}, d=2048 V=32768 M=15999 chunks of 4096, sampled rows"), || {
-                backward::head_case(&stream, 2048, 32768, 15999, 4096, 96, 30, false, fused, loss)
+            run.case(format!("LM head {how}, {what}, d=2048 V=32768 M=15999 chunks of 4096, sampled rows"), |stream| {
+                backward::head_case(stream, 2048, 32768, 15999, 4096, 96, 30, false, fused, loss)
             });
         }
     }
-    run.outcome("launches per op (fused GEMM, aux, cuBLAS)".into(), || {
-        let counts = backward::launch_counts(&stream)?;
+    run.outcome("launches per op (fused GEMM, aux, cuBLAS)".into(), |stream| {
+        let counts = backward::launch_counts(stream)?;
         let detail: String = counts.iter().map(|(op, got, want)| format!("    {op:<26} {got:?} (expected {want:?})\n")).collect();
         let pass = counts.iter().all(|(_, got, want)| got == want);
         Ok((pass, detail))
     });
-    run.case("math functions over wide ranges (errors against f64)".into(), || edges::math_case(&stream, false, 41));
-    run.case("math functions on IEEE special values (NaN, ±inf, ±0, subnormals)".into(), || edges::math_case(&stream, true, 42));
-    run.case("activations over wide ranges (errors against f64)".into(), || edges::activations_case(&stream, false, 43));
-    run.case("activations on IEEE special values (NaN, ±inf, ±0, subnormals)".into(), || edges::activations_case(&stream, true, 45));
-    run.case("row_lse and lse_from_partials on rows of -inf, ±1e4, one column, NaN, +inf, below -88, maxima up to ±f32::MAX".into(), || edges::lse_case(&stream, 44));
-    run.case("cross-entropy loss with every target ignored (mean NaN)".into(), || {
+    run.case("math functions over wide ranges (errors against f64)".into(), |stream| edges::math_case(stream, false, 41));
+    run.case("math functions on IEEE special values (NaN, ±inf, ±0, subnormals)".into(), |stream| edges::math_case(stream, true, 42));
+    run.case("activations over wide ranges (errors against f64)".into(), |stream| edges::activations_case(stream, false, 43));
+    run.case("activations on IEEE special values (NaN, ±inf, ±0, subnormals)".into(), |stream| edges::activations_case(stream, true, 45));
+    run.case("row_lse and lse_from_partials on rows of -inf, ±1e4, one column, NaN, +inf, below -88, maxima up to ±f32::MAX".into(), |stream| edges::lse_case(stream, 44));
+    run.case("cross-entropy loss with every target ignored (mean NaN)".into(), |stream| {
         let (m, v, k) = *ce.last().expect("a cross-entropy shape");
-        harness::cross_entropy_case(&stream, m, v, k, 45, true)
+        harness::cross_entropy_case(stream, m, v, k, 45, true)
     });
     // Not under compute-sanitizer: the driver's refusal is this test's point,
     // and memcheck reports that API error.
-    run.outcome_unless(sanitize, "a TMA descriptor the driver refuses is an error, nothing launched".into(), || {
-        tma_failure_is_an_error(&stream)
+    run.outcome_unless(sanitize, "a TMA descriptor the driver refuses is an error, nothing launched".into(), |stream| {
+        tma_failure_is_an_error(stream)
     });
-    run.outcome("bad K refused, nothing launched".into(), || bad_input_launches_nothing(&stream));
-    run.outcome("public functions refuse bad input with errors naming the argument".into(), || bad_inputs_are_errors(&stream));
+    run.outcome("bad K refused, nothing launched".into(), |stream| bad_input_launches_nothing(stream));
+    run.outcome("public functions refuse bad input with errors naming the argument".into(), |stream| bad_inputs_are_errors(stream));
     let stress_name = format!("stress: 4 threads on one stream and 4 with a stream each, {stress_seconds} s");
-    run.outcome_unless(sanitize, stress_name, || {
-        let o = stress::run(&stream, 4, 4, stress_seconds);
+    run.outcome_unless(sanitize, stress_name, |stream| {
+        let o = stress::run(stream, 4, 4, stress_seconds);
         let mut detail = format!(
             "    {} threads, {} launches in {:.1} s, {} relaunches differing from their first run\n",
             o.threads, o.launches, o.seconds, o.mismatched_launches
@@ -850,18 +847,23 @@ fn main() {
         }
         Ok((o.pass(), detail))
     });
-    run.outcome_unless(sanitize, "a second stream reading an output waits for the launch".into(), || {
-        other_streams_wait_for_launches(&stream)
+    run.outcome_unless(sanitize, "a second stream reading an output waits for the launch".into(), |stream| {
+        other_streams_wait_for_launches(stream)
     });
-    run.outcome("partials written by one program are refused to another".into(), || partials_have_one_producer(&stream));
-    run.outcome("row_maxes, col_maxes and max_of_all finish row_max / col_max partials exactly".into(), || maxima_finish(&stream));
-    run.outcome("scale_into scales by a device scalar as the host rounds it".into(), || scale_into_exact(&stream));
+    run.outcome("partials written by one program are refused to another".into(), |stream| partials_have_one_producer(stream));
+    run.outcome("row_maxes, col_maxes and max_of_all finish row_max / col_max partials exactly".into(), |stream| maxima_finish(stream));
+    run.outcome("scale_into scales by a device scalar as the host rounds it".into(), |stream| scale_into_exact(stream));
     // Not under compute-sanitizer: asking the driver about a host pointer is
     // the refusal's point, and the sanitizer reports that API error.
-    run.outcome_unless(sanitize, "borrowed memory and streams (cudarc views, raw pointers, the legacy stream, DLPack)".into(), || {
-        borrowed_memory_launches(&stream)
+    run.outcome_unless(sanitize, "borrowed memory and streams (cudarc views, raw pointers, the legacy stream, DLPack)".into(), |stream| {
+        borrowed_memory_launches(stream)
     });
 
+    if let Err(e) = &run.stream {
+        println!("gpu tests: SKIPPED, {e}. Their results come from runs on an H200 (see README).");
+        println!("0 passed, 0 failed, {} skipped", run.skipped);
+        return;
+    }
     let outcomes = run.outcomes;
     let failed = outcomes.iter().filter(|o| !o.pass).count();
     println!("{} passed, {failed} failed", outcomes.len() - failed);
