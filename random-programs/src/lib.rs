@@ -2,6 +2,10 @@
 //! user's crate would compile its own, for `tests/gpu_random.rs`.
 
 use coda_runtime as coda;
+// The generator also writes the attribute bare, as a user who imports it
+// does; most batches have no such program.
+#[allow(unused_imports)]
+use coda::epilogue;
 
 /// One compiled program of the batch.
 pub struct Generated {
