@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Session 50, call D (≤ 210 s, the budget's last): if the machine is an H200,
+# Session 50, for the next H200 (≤ 270 s; not run: no budget left): if the machine is an H200,
 # the part of gpu-full.sh's PART=a that no H200 has run at full size: the
 # group programs (qk_norm_rope, block_amax, pair_head_norm, the block's two
 # QK-norm programs at 4096³ and ragged), the block with QK-norm at M = 16384
-# and 15999, and the LM head's large loss-variant cases (new this session).
-# Carry [".device"].
+# and 15999, and the LM head's large loss-variant cases (new this session);
+# then, where .device has it, the batch of 24 generated programs of seed
+# 0x5e500002 (built here, never run on a GPU). Carry [".device"].
 set -uo pipefail
 t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
 o=$OUT/call-d; rm -rf /tmp/b; mkdir -p /tmp/b "$o"
@@ -16,4 +17,10 @@ timeout "${LIMIT:-200}" scripts/device-run.sh /tmp/b/gpu --only qk_norm --only Q
   --only "soft-capped at 30" --only "z-loss 1e-4" > "$o/gpu.log" 2>&1
 echo "gpu (group programs, large loss variants) exit $? at $(el) s: $(tail -1 "$o/gpu.log")"
 grep -E "^FAIL" -A8 "$o/gpu.log" | head -30
+if [[ -f .device/gpu_random_5e500002.xz ]]; then
+  xz -dc .device/gpu_random_5e500002.xz > /tmp/b/gpu_random_s50 && chmod 755 /tmp/b/gpu_random_s50
+  timeout 60 scripts/device-run.sh /tmp/b/gpu_random_s50 > "$o/gpu-random-5e500002.log" 2>&1
+  echo "random batch 0x5e500002 exit $? at $(el) s: $(tail -1 "$o/gpu-random-5e500002.log")"
+  grep -E "^FAIL" -A8 "$o/gpu-random-5e500002.log" | head -20
+fi
 echo "done at $(el) s"
