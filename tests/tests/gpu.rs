@@ -42,9 +42,9 @@ impl Runner {
         self.outcomes.push(Outcome { name, pass });
     }
 
-    /// As [`Runner::outcome`], not run (and not counted) when `skip`.
-    fn outcome_unless(&mut self, skip: bool, name: String, f: impl FnOnce(&Stream) -> Result<(bool, String), Error>) {
-        if !skip {
+    /// As [`Runner::outcome`], not run (and not counted) when `excluded`.
+    fn outcome_unless(&mut self, excluded: bool, name: String, f: impl FnOnce(&Stream) -> Result<(bool, String), Error>) {
+        if !excluded {
             self.outcome(name, f);
         }
     }
@@ -712,14 +712,6 @@ fn main() {
             generic.extend([112, 496, 624].map(|k| (*name, *kernel, program, Choice::own(kernel), (ragged.0, ragged.1, k))));
         }
     }
-    let large_variants: &[(&str, HeadLoss)] = if quick {
-        &[]
-    } else {
-        &[
-            ("soft-capped at 30", HeadLoss { softcap: Some(30.0), ..HeadLoss::default() }),
-            ("z-loss 1e-4 and label smoothing 0.1", HeadLoss { z_loss: 1e-4, label_smoothing: 0.1, ..HeadLoss::default() }),
-        ]
-    };
     let mut run = Runner { stream: Stream::new(0), only, skip, outcomes: vec![], skipped: 0 };
     for (name, kernel, program, choice, (m, n, k)) in generic {
         run.case(format!("{name} [{}] M={m} N={n} K={k}", choice.describe()), |stream| {
@@ -778,39 +770,41 @@ fn main() {
     run.case("block backward, QK-norm, d=256 ffn=512 heads 2x128 kv 1, M=1000, every row and weight".into(), |stream| {
         backward::backward_case(stream, &small_qk, 1000, 0, 28, true, false)
     });
+    let how = |fused: bool| if fused { "head_forward_backward" } else { "head_forward + head_backward" };
+    let rows = |full: bool| if full { "every row and weight" } else { "sampled rows" };
     for &(d, v, m, chunk, full, fused) in heads {
-        let what = if full { "every row and weight" } else { "sampled rows" };
-        let how = if fused { "head_forward_backward" } else { "head_forward + head_backward" };
-        run.case(format!("LM head {how} d={d} V={v} M={m} chunks of {chunk}, {what}"), |stream| {
+        run.case(format!("LM head {} d={d} V={v} M={m} chunks of {chunk}, {}", how(fused), rows(full)), |stream| {
             backward::head_case(stream, d, v, m, chunk, 96, 24, full, fused, HeadLoss::default())
         });
     }
     // The loss variants' programs, unfused and fused, each variant alone and
-    // all three together, every row and weight.
-    let variants = [
+    // all three together, every row and weight; the full run also takes them
+    // to a training shape with a ragged last chunk: soft-capping alone (its
+    // own programs) and z-loss with label smoothing (the uncapped ones: the
+    // terms, the weight's column sums).
+    let small_variants = [
         ("soft-capped at 2", HeadLoss { softcap: Some(2.0), ..HeadLoss::default() }),
         ("z-loss 0.05", HeadLoss { z_loss: 0.05, ..HeadLoss::default() }),
         ("label smoothing 0.1", HeadLoss { label_smoothing: 0.1, ..HeadLoss::default() }),
         ("all three", HeadLoss { softcap: Some(2.0), z_loss: 0.05, label_smoothing: 0.1 }),
     ];
-    let (d, v, m, chunk) = if sanitize { (256, 4096, 300, 256) } else { (256, 4096, 1000, 256) };
-    for (what, loss) in variants {
-        for fused in [false, true] {
-            let how = if fused { "head_forward_backward" } else { "head_forward + head_backward" };
-            run.case(format!("LM head {how}, {what}, d={d} V={v} M={m} chunks of {chunk}, every row and weight"), |stream| {
-                backward::head_case(stream, d, v, m, chunk, 96, 25, true, fused, loss)
-            });
-        }
+    let large_variants = [
+        ("soft-capped at 30", HeadLoss { softcap: Some(30.0), ..HeadLoss::default() }),
+        ("z-loss 1e-4 and label smoothing 0.1", HeadLoss { z_loss: 1e-4, label_smoothing: 0.1, ..HeadLoss::default() }),
+    ];
+    let small_m = if sanitize { 300 } else { 1000 };
+    // (d, V, M, chunk rows, every row?, seed, variants)
+    let mut variant_cases = vec![(256, 4096, small_m, 256, true, 25, &small_variants[..])];
+    if !quick {
+        variant_cases.push((2048, 32768, 15999, 4096, false, 30, &large_variants[..]));
     }
-    // The full run also takes them to a training shape with a ragged last
-    // chunk: soft-capping alone (its own programs) and z-loss with label
-    // smoothing (the uncapped ones: the terms, the weight's column sums).
-    for &(what, loss) in large_variants {
-        for fused in [false, true] {
-            let how = if fused { "head_forward_backward" } else { "head_forward + head_backward" };
-            run.case(format!("LM head {how}, {what}, d=2048 V=32768 M=15999 chunks of 4096, sampled rows"), |stream| {
-                backward::head_case(stream, 2048, 32768, 15999, 4096, 96, 30, false, fused, loss)
-            });
+    for (d, v, m, chunk, full, seed, variants) in variant_cases {
+        for &(what, loss) in variants {
+            for fused in [false, true] {
+                run.case(format!("LM head {}, {what}, d={d} V={v} M={m} chunks of {chunk}, {}", how(fused), rows(full)), |stream| {
+                    backward::head_case(stream, d, v, m, chunk, 96, seed, full, fused, loss)
+                });
+            }
         }
     }
     run.outcome("launches per op (fused GEMM, aux, cuBLAS)".into(), |stream| {
