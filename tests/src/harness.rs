@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use coda_runtime::dsl::interp::{self, Inputs, Precision};
 use coda_runtime::dsl::ir::{BLayout, DType, InputKind, OperandScale, Program, Shape};
 use coda_runtime::{AnyTensor, Choice, Error, Kernel, Problem, Stream, Tensor, TensorArg, bf16, e4m3, e5m2};
-use crate::host::{Check, Rng, linear_rows, linear_rows_f32, sample_rows, to_f64};
+use crate::host::{Check, Rng, linear_rows, linear_rows_f32, linear_rows_fp8, sample_rows, to_f64};
 
 /// A device tensor of any dtype, with its host copy as f64.
 enum Dyn {
@@ -301,7 +301,9 @@ pub fn verify_outputs(
     let whole = params.iter().any(|t| matches!(t.shape, Shape::ColPartial | Shape::ColMaxPartial));
     let rows = if whole { (0..m).collect() } else { sample_rows(m, 256, &mut rng) };
     let acc = linear_rows(a, b, k, &rows);
-    let acc_f32 = linear_rows_f32(a, b, k, &rows);
+    // The unfused path's GEMM accumulates as the program's tensor cores do.
+    let ops = program.config.operands;
+    let acc_gemm = if ops.is_fp8() { linear_rows_fp8(a, b, k, &rows, ops.accum) } else { linear_rows_f32(a, b, k, &rows) };
     let mut tensors_rows = HashMap::new();
     for inp in &program.inputs {
         let h = match inp.kind {
@@ -316,7 +318,7 @@ pub fn verify_outputs(
     let scalar_map = program.scalar_params().into_iter().zip(scalars.iter().map(|&x| x as f64)).collect();
     let inputs = Inputs { acc, tensors: tensors_rows, scalars: scalar_map };
     let reference = interp::evaluate(program, rows.len(), n, &inputs, Precision::F64).expect("the harness generated every input");
-    let bf16_inputs = Inputs { acc: acc_f32, ..inputs };
+    let bf16_inputs = Inputs { acc: acc_gemm, ..inputs };
     let bf16_path = interp::evaluate(program, rows.len(), n, &bf16_inputs, Precision::Bf16Unfused).expect("the harness generated every input");
 
     let (mut checks, mut compared) = (vec![], vec![]);

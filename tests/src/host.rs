@@ -1,6 +1,7 @@
 //! Host-side data and f64 references for checking the kernels.
 
 use coda_runtime::bf16;
+use coda_runtime::dsl::ir::Accumulation;
 
 /// SplitMix64: a small deterministic generator for test data.
 pub struct Rng(u64);
@@ -47,11 +48,49 @@ pub fn linear_rows_f32(x: &[f64], w: &[f64], k: usize, rows: &[usize]) -> Vec<f6
     linear_rows_by(x, w, k, rows, |xr, wr| xr.iter().zip(wr).fold(0f32, |s, (a, b)| s + (a * b) as f32) as f64)
 }
 
-fn linear_rows_by(x: &[f64], w: &[f64], k: usize, rows: &[usize], dot: fn(&[f64], &[f64]) -> f64) -> Vec<f64> {
+/// As [`linear_rows`], accumulated as Hopper's FP8 tensor cores do: the
+/// yardstick of an FP8 program's bf16 op-by-op path (cuBLASLt's FP8 GEMM,
+/// then each op). The tensor cores add in fixed point, 14 bits below the
+/// largest magnitude they hold (DeepSeek-V3's technical report, §3.5.2), so a
+/// sum smaller than that resolution can come out exactly 0, which a `select`
+/// on the accumulator sees (bench/NOTES.md, session 53). Modelled as each
+/// chunk's exact sum cut toward zero to that resolution: the chunk all of K
+/// (`accum = fast`), or each 128 of K with the chunks added in f32
+/// (`promoted`, as the mainloop promotes).
+pub fn linear_rows_fp8(x: &[f64], w: &[f64], k: usize, rows: &[usize], accum: Accumulation) -> Vec<f64> {
+    let chunk = if accum.is_promoted() { 128 } else { k.max(1) };
+    linear_rows_by(x, w, k, rows, |xr, wr| {
+        xr.chunks(chunk).zip(wr.chunks(chunk)).fold(0f32, |s, (xc, wc)| s + tensor_core_sum(xc, wc) as f32) as f64
+    })
+}
+
+/// One chunk's sum in the FP8 tensor cores' fixed point: exact (8-bit
+/// products and their sums fit f64's mantissa), then cut toward zero to a
+/// multiple of 2⁻¹³ of the largest power of two at or below the biggest
+/// magnitude among its products and its running sums, one per instruction's
+/// 32 products.
+fn tensor_core_sum(x: &[f64], w: &[f64]) -> f64 {
+    let (mut sum, mut peak) = (0f64, 0f64);
+    for (xs, ws) in x.chunks(32).zip(w.chunks(32)) {
+        for (a, b) in xs.iter().zip(ws) {
+            peak = peak.max((a * b).abs());
+            sum += a * b;
+        }
+        peak = peak.max(sum.abs());
+    }
+    if peak == 0.0 {
+        return 0.0;
+    }
+    let quantum = 2f64.powi(peak.log2().floor() as i32 - 13);
+    (sum / quantum).trunc() * quantum
+}
+
+fn linear_rows_by(x: &[f64], w: &[f64], k: usize, rows: &[usize], dot: impl Fn(&[f64], &[f64]) -> f64 + Sync) -> Vec<f64> {
     let n = w.len() / k;
     let mut out = vec![0.0; rows.len() * n];
     let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
     let chunk = rows.len().div_ceil(threads).max(1);
+    let dot = &dot;
     std::thread::scope(|s| {
         for (rs, outs) in rows.chunks(chunk).zip(out.chunks_mut(chunk * n)) {
             s.spawn(move || {
@@ -134,5 +173,46 @@ impl Check {
     /// The project's criterion: `err ≤ 2 · yardstick + 1e-6`.
     pub fn pass(&self) -> bool {
         self.err <= 2.0 * self.yardstick + 1e-6
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One row against one column of `k`: the products `x[i] · w[i]`.
+    fn dot_fp8(x: &[f64], w: &[f64], accum: Accumulation) -> f64 {
+        linear_rows_fp8(x, w, x.len(), &[0], accum)[0]
+    }
+
+    #[test]
+    fn fp8_accumulator_loses_sums_below_its_resolution() {
+        // Partial sums reach 0.3125 (2⁻² ≤ 0.3125 < 2⁻¹: resolution 2⁻¹⁵); the exact sum is 2⁻¹⁷.
+        let (tiny, half) = (2f64.powi(-17), 0.5);
+        let mut x = vec![0.0; 256];
+        let mut w = vec![0.0; 256];
+        (x[0], w[0]) = (half, 0.625);
+        (x[1], w[1]) = (-half, 0.625);
+        (x[200], w[200]) = (tiny, 1.0);
+        assert_eq!(linear_rows(&x, &w, 256, &[0])[0], tiny);
+        assert_eq!(linear_rows_f32(&x, &w, 256, &[0])[0], tiny);
+        assert_eq!(dot_fp8(&x, &w, Accumulation::Fast), 0.0);
+        // Promoted: the tiny product is alone in the second 128 of K, kept exactly.
+        assert_eq!(dot_fp8(&x, &w, Accumulation::Promoted), tiny);
+        // In the first 128 with the large ones, it is lost again.
+        (x[100], w[100], x[200]) = (tiny, 1.0, 0.0);
+        assert_eq!(dot_fp8(&x, &w, Accumulation::Promoted), 0.0);
+    }
+
+    #[test]
+    fn fp8_accumulator_keeps_what_its_bits_hold() {
+        let x = [1.0, 1.0, -0.75, 448.0];
+        let w = [0.5, 0.25, 0.125, 0.0];
+        assert_eq!(dot_fp8(&x, &w, Accumulation::Fast), 0.65625);
+        // 1 + 2⁻¹³ fits 14 bits below 1, 1 + 2⁻¹⁴ does not: cut toward zero, also below zero.
+        let e = 2f64.powi(-13);
+        assert_eq!(dot_fp8(&[1.0, e], &[1.0, 1.0], Accumulation::Fast), 1.0 + e);
+        assert_eq!(dot_fp8(&[1.0, e / 2.0], &[1.0, 1.0], Accumulation::Fast), 1.0);
+        assert_eq!(dot_fp8(&[-1.0, -e / 2.0], &[1.0, 1.0], Accumulation::Fast), -1.0);
     }
 }
