@@ -303,7 +303,7 @@ pub fn verify_outputs(
     let acc = linear_rows(a, b, k, &rows);
     // The unfused path's GEMM accumulates as the program's tensor cores do.
     let ops = program.config.operands;
-    let acc_gemm = if ops.is_fp8() { linear_rows_fp8(a, b, k, &rows, ops.accum) } else { linear_rows_f32(a, b, k, &rows) };
+    let acc_gemm = if ops.is_fp8() { linear_rows_fp8(a, b, k, &rows, ops) } else { linear_rows_f32(a, b, k, &rows) };
     let mut tensors_rows = HashMap::new();
     for inp in &program.inputs {
         let h = match inp.kind {

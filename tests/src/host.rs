@@ -1,7 +1,7 @@
 //! Host-side data and f64 references for checking the kernels.
 
 use coda_runtime::bf16;
-use coda_runtime::dsl::ir::Accumulation;
+use coda_runtime::dsl::ir::Operands;
 
 /// SplitMix64: a small deterministic generator for test data.
 pub struct Rng(u64);
@@ -55,10 +55,10 @@ pub fn linear_rows_f32(x: &[f64], w: &[f64], k: usize, rows: &[usize]) -> Vec<f6
 /// sum smaller than that resolution can come out exactly 0, which a `select`
 /// on the accumulator sees (bench/NOTES.md, session 53). Modelled as each
 /// chunk's exact sum cut toward zero to that resolution: the chunk all of K
-/// (`accum = fast`), or each 128 of K with the chunks added in f32
+/// (`accum = fast`), or each k-tile (128 of K) with the chunks added in f32
 /// (`promoted`, as the mainloop promotes).
-pub fn linear_rows_fp8(x: &[f64], w: &[f64], k: usize, rows: &[usize], accum: Accumulation) -> Vec<f64> {
-    let chunk = if accum.is_promoted() { 128 } else { k.max(1) };
+pub fn linear_rows_fp8(x: &[f64], w: &[f64], k: usize, rows: &[usize], ops: Operands) -> Vec<f64> {
+    let chunk = if ops.accum.is_promoted() { ops.tile_k() } else { k };
     linear_rows_by(x, w, k, rows, |xr, wr| {
         xr.chunks(chunk).zip(wr.chunks(chunk)).fold(0f32, |s, (xc, wc)| s + tensor_core_sum(xc, wc) as f32) as f64
     })
@@ -179,10 +179,12 @@ impl Check {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use coda_runtime::dsl::ir::{Accumulation, DType};
 
-    /// One row against one column of `k`: the products `x[i] · w[i]`.
+    /// One row against one column of `k`: the products `x[i] · w[i]`, e4m3 × e4m3.
     fn dot_fp8(x: &[f64], w: &[f64], accum: Accumulation) -> f64 {
-        linear_rows_fp8(x, w, x.len(), &[0], accum)[0]
+        let ops = Operands { a: DType::E4m3, b: DType::E4m3, accum, ..Operands::BF16 };
+        linear_rows_fp8(x, w, x.len(), &[0], ops)[0]
     }
 
     #[test]
