@@ -56,38 +56,56 @@ pub fn linear_rows_f32(x: &[f64], w: &[f64], k: usize, rows: &[usize]) -> Vec<f6
 /// on the accumulator sees (bench/NOTES.md, session 53). Modelled as each
 /// chunk's exact sum cut toward zero to that resolution: the chunk all of K
 /// (`accum = fast`), or each k-tile (128 of K) with the chunks added in f32
-/// (`promoted`, as the mainloop promotes).
-pub fn linear_rows_fp8(x: &[f64], w: &[f64], k: usize, rows: &[usize], ops: Operands) -> Vec<f64> {
+/// (`promoted`, as the mainloop promotes). Returns each sum and how far the
+/// tensor cores' own may lie from it: one resolution step per instruction
+/// (32 products), since how the hardware rounds within one is not
+/// documented and the model is not bitwise (session 54: a sum of 3.4e-5 the
+/// model kept positive came out negative).
+pub fn linear_rows_fp8(x: &[f64], w: &[f64], k: usize, rows: &[usize], ops: Operands) -> (Vec<f64>, Vec<f64>) {
     let chunk = if ops.accum.is_promoted() { ops.tile_k() } else { k };
-    linear_rows_by(x, w, k, rows, |xr, wr| {
-        xr.chunks(chunk).zip(wr.chunks(chunk)).fold(0f32, |s, (xc, wc)| s + tensor_core_sum(xc, wc) as f32) as f64
-    })
+    let both = linear_rows_by(x, w, k, rows, |xr, wr| {
+        let (sum, bound) = xr.chunks(chunk).zip(wr.chunks(chunk)).fold((0f32, 0f64), |(s, b), (xc, wc)| {
+            let (chunk_sum, chunk_bound) = tensor_core_sum(xc, wc);
+            (s + chunk_sum as f32, b + chunk_bound)
+        });
+        (sum as f64, bound)
+    });
+    both.into_iter().unzip()
 }
 
 /// One chunk's sum in the FP8 tensor cores' fixed point: exact (8-bit
 /// products and their sums fit f64's mantissa), then cut toward zero to a
 /// multiple of 2⁻¹³ of the largest power of two at or below the biggest
 /// magnitude among its products and its running sums, one per instruction's
-/// 32 products.
-fn tensor_core_sum(x: &[f64], w: &[f64]) -> f64 {
-    let (mut sum, mut peak) = (0f64, 0f64);
+/// 32 products. With it, the sum of each instruction's resolution (that
+/// power of two's 2⁻¹³ as the instruction ends): the bound.
+fn tensor_core_sum(x: &[f64], w: &[f64]) -> (f64, f64) {
+    let resolution = |peak: f64| if peak == 0.0 { 0.0 } else { 2f64.powi(peak.log2().floor() as i32 - 13) };
+    let (mut sum, mut peak, mut bound) = (0f64, 0f64, 0f64);
     for (xs, ws) in x.chunks(32).zip(w.chunks(32)) {
         for (a, b) in xs.iter().zip(ws) {
             peak = peak.max((a * b).abs());
             sum += a * b;
         }
         peak = peak.max(sum.abs());
+        bound += resolution(peak);
     }
-    if peak == 0.0 {
-        return 0.0;
+    let quantum = resolution(peak);
+    if quantum == 0.0 {
+        return (0.0, 0.0);
     }
-    let quantum = 2f64.powi(peak.log2().floor() as i32 - 13);
-    (sum / quantum).trunc() * quantum
+    ((sum / quantum).trunc() * quantum, bound)
 }
 
-fn linear_rows_by(x: &[f64], w: &[f64], k: usize, rows: &[usize], dot: impl Fn(&[f64], &[f64]) -> f64 + Sync) -> Vec<f64> {
+fn linear_rows_by<T: Copy + Default + Send>(
+    x: &[f64],
+    w: &[f64],
+    k: usize,
+    rows: &[usize],
+    dot: impl Fn(&[f64], &[f64]) -> T + Sync,
+) -> Vec<T> {
     let n = w.len() / k;
-    let mut out = vec![0.0; rows.len() * n];
+    let mut out = vec![T::default(); rows.len() * n];
     let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
     let chunk = rows.len().div_ceil(threads).max(1);
     let dot = &dot;
@@ -104,6 +122,18 @@ fn linear_rows_by(x: &[f64], w: &[f64], k: usize, rows: &[usize], dot: impl Fn(&
         }
     });
     out
+}
+
+/// Per element, whichever of `paths` lies furthest from `reference` (by
+/// [`max_abs_diff`]'s rule): the yardstick of a path known only within a
+/// range, as an FP8 GEMM's sum is.
+pub fn furthest_from(reference: &[f64], paths: &[&[f64]]) -> Vec<f64> {
+    (0..reference.len())
+        .map(|i| {
+            let far = |p: &&[f64]| max_abs_diff(&p[i..=i], &reference[i..=i]);
+            paths.iter().max_by(|p, q| far(p).total_cmp(&far(q))).expect("at least one path")[i]
+        })
+        .collect()
 }
 
 /// The rows a large check compares: the first and last tiles (the ragged
@@ -184,7 +214,7 @@ mod tests {
     /// One row against one column of `k`: the products `x[i] · w[i]`, e4m3 × e4m3.
     fn dot_fp8(x: &[f64], w: &[f64], accum: Accumulation) -> f64 {
         let ops = Operands { a: DType::E4m3, b: DType::E4m3, accum, ..Operands::BF16 };
-        linear_rows_fp8(x, w, x.len(), &[0], ops)[0]
+        linear_rows_fp8(x, w, x.len(), &[0], ops).0[0]
     }
 
     #[test]
@@ -216,5 +246,29 @@ mod tests {
         assert_eq!(dot_fp8(&[1.0, e], &[1.0, 1.0], Accumulation::Fast), 1.0 + e);
         assert_eq!(dot_fp8(&[1.0, e / 2.0], &[1.0, 1.0], Accumulation::Fast), 1.0);
         assert_eq!(dot_fp8(&[-1.0, -e / 2.0], &[1.0, 1.0], Accumulation::Fast), -1.0);
+    }
+
+    #[test]
+    fn fp8_bound_is_a_resolution_step_per_instruction() {
+        let ops = |accum| Operands { a: DType::E4m3, b: DType::E4m3, accum, ..Operands::BF16 };
+        // 288 of K: nine instructions; products 0.5 (resolution 2⁻¹⁴) in the first, 2 (2⁻¹²) in the 200th.
+        let mut x = vec![0.0; 288];
+        (x[0], x[200]) = (0.5, 2.0);
+        let w = vec![1.0; 288];
+        let bound = |accum| linear_rows_fp8(&x, &w, 288, &[0], ops(accum)).1[0];
+        // Fast: six instructions at 2⁻¹⁴ before the 2 arrives, three at 2⁻¹².
+        assert_eq!(bound(Accumulation::Fast), 6.0 * 2f64.powi(-14) + 3.0 * 2f64.powi(-12));
+        // Promoted: the first 128 of K four steps at 2⁻¹⁴; the second two at 0, then two at 2⁻¹²
+        // (the 2 in its third instruction); the last 32 of K none.
+        assert_eq!(bound(Accumulation::Promoted), 4.0 * 2f64.powi(-14) + 2.0 * 2f64.powi(-12));
+    }
+
+    #[test]
+    fn furthest_from_picks_per_element() {
+        let reference = [1.0, 2.0, 3.0];
+        let (p, q) = ([1.5, 2.0, f64::NAN], [0.0, 2.25, 3.0]);
+        let far = furthest_from(&reference, &[&p, &q]);
+        assert_eq!((far[0], far[1]), (0.0, 2.25));
+        assert!(far[2].is_nan(), "a NaN against a finite reference is the furthest");
     }
 }
