@@ -43,9 +43,18 @@ pub fn linear_rows(x: &[f64], w: &[f64], k: usize, rows: &[usize]) -> Vec<f64> {
 /// As [`linear_rows`], accumulated in f32 as a bf16 GEMM does (cuBLAS, or
 /// our tensor cores): the yardstick of the bf16 op-by-op path, whose error
 /// near a zero of the accumulator is this absolute accumulation error, not
-/// the bf16 rounding of an exact sum (which vanishes there).
-pub fn linear_rows_f32(x: &[f64], w: &[f64], k: usize, rows: &[usize]) -> Vec<f64> {
-    linear_rows_by(x, w, k, rows, |xr, wr| xr.iter().zip(wr).fold(0f32, |s, (a, b)| s + (a * b) as f32) as f64)
+/// the bf16 rounding of an exact sum (which vanishes there). Returns each
+/// sum (in order, in f32) and how far the tensor cores' own may lie from
+/// it: one step of f32's resolution at the running magnitude per
+/// instruction (16 products), their order and rounding within one not
+/// being ours (session 54: `2 / acc` at an exact sum of −1.1e-5 from
+/// partial sums of order 1 rounded to the other bf16 neighbour).
+pub fn linear_rows_f32(x: &[f64], w: &[f64], k: usize, rows: &[usize]) -> (Vec<f64>, Vec<f64>) {
+    let both = linear_rows_by(x, w, k, rows, |xr, wr| {
+        let sum = xr.iter().zip(wr).fold(0f32, |s, (a, b)| s + (a * b) as f32) as f64;
+        (sum, fixed_point_sum(xr, wr, 16, 23).1)
+    });
+    both.into_iter().unzip()
 }
 
 /// As [`linear_rows`], accumulated as Hopper's FP8 tensor cores do: the
@@ -65,7 +74,7 @@ pub fn linear_rows_fp8(x: &[f64], w: &[f64], k: usize, rows: &[usize], ops: Oper
     let chunk = if ops.accum.is_promoted() { ops.tile_k() } else { k };
     let both = linear_rows_by(x, w, k, rows, |xr, wr| {
         let (sum, bound) = xr.chunks(chunk).zip(wr.chunks(chunk)).fold((0f32, 0f64), |(s, b), (xc, wc)| {
-            let (chunk_sum, chunk_bound) = tensor_core_sum(xc, wc);
+            let (chunk_sum, chunk_bound) = fixed_point_sum(xc, wc, 32, 13);
             (s + chunk_sum as f32, b + chunk_bound)
         });
         (sum as f64, bound)
@@ -73,16 +82,16 @@ pub fn linear_rows_fp8(x: &[f64], w: &[f64], k: usize, rows: &[usize], ops: Oper
     both.into_iter().unzip()
 }
 
-/// One chunk's sum in the FP8 tensor cores' fixed point: exact (8-bit
-/// products and their sums fit f64's mantissa), then cut toward zero to a
-/// multiple of 2⁻¹³ of the largest power of two at or below the biggest
-/// magnitude among its products and its running sums, one per instruction's
-/// 32 products. With it, the sum of each instruction's resolution (that
-/// power of two's 2⁻¹³ as the instruction ends): the bound.
-fn tensor_core_sum(x: &[f64], w: &[f64]) -> (f64, f64) {
-    let resolution = |peak: f64| if peak == 0.0 { 0.0 } else { 2f64.powi(peak.log2().floor() as i32 - 13) };
+/// A sum in a tensor core's fixed point of `bits` fraction bits: exact
+/// (bf16 and 8-bit products and their sums fit f64's mantissa), then cut
+/// toward zero to a multiple of 2^−bits of the largest power of two at or
+/// below the biggest magnitude among its products and its running sums, one
+/// per instruction of `per_instruction` products. With it, the bound: that
+/// resolution as each instruction ends, summed.
+fn fixed_point_sum(x: &[f64], w: &[f64], per_instruction: usize, bits: i32) -> (f64, f64) {
+    let resolution = |peak: f64| if peak == 0.0 { 0.0 } else { 2f64.powi(peak.log2().floor() as i32 - bits) };
     let (mut sum, mut peak, mut bound) = (0f64, 0f64, 0f64);
-    for (xs, ws) in x.chunks(32).zip(w.chunks(32)) {
+    for (xs, ws) in x.chunks(per_instruction).zip(w.chunks(per_instruction)) {
         for (a, b) in xs.iter().zip(ws) {
             peak = peak.max((a * b).abs());
             sum += a * b;
@@ -126,12 +135,17 @@ fn linear_rows_by<T: Copy + Default + Send>(
 
 /// Per element, whichever of `paths` lies furthest from `reference` (by
 /// [`max_abs_diff`]'s rule): the yardstick of a path known only within a
-/// range, as an FP8 GEMM's sum is.
-pub fn furthest_from(reference: &[f64], paths: &[&[f64]]) -> Vec<f64> {
+/// range, as a GEMM's sum is. `None` where the paths disagree on being
+/// finite: the range spans a pole or a domain's edge, so the element is
+/// not determined at the GEMM's precision and is not compared.
+pub fn furthest_from(reference: &[f64], paths: &[&[f64]]) -> Vec<Option<f64>> {
     (0..reference.len())
         .map(|i| {
+            if paths.iter().any(|p| p[i].is_finite() != paths[0][i].is_finite()) {
+                return None;
+            }
             let far = |p: &&[f64]| max_abs_diff(&p[i..=i], &reference[i..=i]);
-            paths.iter().max_by(|p, q| far(p).total_cmp(&far(q))).expect("at least one path")[i]
+            Some(paths.iter().max_by(|p, q| far(p).total_cmp(&far(q))).expect("at least one path")[i])
         })
         .collect()
 }
@@ -227,7 +241,7 @@ mod tests {
         (x[1], w[1]) = (-half, 0.625);
         (x[200], w[200]) = (tiny, 1.0);
         assert_eq!(linear_rows(&x, &w, 256, &[0])[0], tiny);
-        assert_eq!(linear_rows_f32(&x, &w, 256, &[0])[0], tiny);
+        assert_eq!(linear_rows_f32(&x, &w, 256, &[0]).0[0], tiny);
         assert_eq!(dot_fp8(&x, &w, Accumulation::Fast), 0.0);
         // Promoted: the tiny product is alone in the second 128 of K, kept exactly.
         assert_eq!(dot_fp8(&x, &w, Accumulation::Promoted), tiny);
@@ -249,9 +263,9 @@ mod tests {
     }
 
     #[test]
-    fn fp8_bound_is_a_resolution_step_per_instruction() {
+    fn bound_is_a_resolution_step_per_instruction() {
         let ops = |accum| Operands { a: DType::E4m3, b: DType::E4m3, accum, ..Operands::BF16 };
-        // 288 of K: nine instructions; products 0.5 (resolution 2⁻¹⁴) in the first, 2 (2⁻¹²) in the 200th.
+        // 288 of K, nine instructions: a product 0.5 (resolution 2⁻¹⁴) in the first, 2 (2⁻¹²) at K = 200, the seventh.
         let mut x = vec![0.0; 288];
         (x[0], x[200]) = (0.5, 2.0);
         let w = vec![1.0; 288];
@@ -261,14 +275,17 @@ mod tests {
         // Promoted: the first 128 of K four steps at 2⁻¹⁴; the second two at 0, then two at 2⁻¹²
         // (the 2 in its third instruction); the last 32 of K none.
         assert_eq!(bound(Accumulation::Promoted), 4.0 * 2f64.powi(-14) + 2.0 * 2f64.powi(-12));
+        // bf16 operands: 18 instructions of 16 products in f32, twelve at 0.5's ulp 2⁻²⁴, six at 2.5's 2⁻²².
+        assert_eq!(linear_rows_f32(&x, &w, 288, &[0]).1[0], 12.0 * 2f64.powi(-24) + 6.0 * 2f64.powi(-22));
     }
 
     #[test]
     fn furthest_from_picks_per_element() {
-        let reference = [1.0, 2.0, 3.0];
-        let (p, q) = ([1.5, 2.0, f64::NAN], [0.0, 2.25, 3.0]);
+        let reference = [1.0, 2.0, 3.0, f64::NAN];
+        let (p, q) = ([1.5, 2.0, f64::INFINITY, f64::NAN], [0.0, 2.25, 3.0, f64::NAN]);
         let far = furthest_from(&reference, &[&p, &q]);
-        assert_eq!((far[0], far[1]), (0.0, 2.25));
-        assert!(far[2].is_nan(), "a NaN against a finite reference is the furthest");
+        assert_eq!(far[..2], [Some(0.0), Some(2.25)]);
+        assert_eq!(far[2], None, "finite at one end, infinite at the other: undetermined");
+        assert!(far[3].is_some_and(f64::is_nan), "NaN at every end (an unwritten element) is compared");
     }
 }
