@@ -51,8 +51,8 @@ pub fn linear_rows(x: &[f64], w: &[f64], k: usize, rows: &[usize]) -> Vec<f64> {
 /// partial sums of order 1 rounded to the other bf16 neighbour).
 pub fn linear_rows_f32(x: &[f64], w: &[f64], k: usize, rows: &[usize]) -> (Vec<f64>, Vec<f64>) {
     let both = linear_rows_by(x, w, k, rows, |xr, wr| {
-        let sum = xr.iter().zip(wr).fold(0f32, |s, (a, b)| s + (a * b) as f32) as f64;
-        (sum, fixed_point_sum(xr, wr, 16, 23).1)
+        let sum = fixed_point_sum(xr, wr, 16, 23);
+        (sum.in_f32, sum.bound)
     });
     both.into_iter().unzip()
 }
@@ -74,36 +74,47 @@ pub fn linear_rows_fp8(x: &[f64], w: &[f64], k: usize, rows: &[usize], ops: Oper
     let chunk = if ops.accum.is_promoted() { ops.tile_k() } else { k };
     let both = linear_rows_by(x, w, k, rows, |xr, wr| {
         let (sum, bound) = xr.chunks(chunk).zip(wr.chunks(chunk)).fold((0f32, 0f64), |(s, b), (xc, wc)| {
-            let (chunk_sum, chunk_bound) = fixed_point_sum(xc, wc, 32, 13);
-            (s + chunk_sum as f32, b + chunk_bound)
+            let sum = fixed_point_sum(xc, wc, 32, 13);
+            (s + sum.fixed as f32, b + sum.bound)
         });
         (sum as f64, bound)
     });
     both.into_iter().unzip()
 }
 
-/// A sum in a tensor core's fixed point of `bits` fraction bits: exact
-/// (bf16 and 8-bit products and their sums fit f64's mantissa), then cut
-/// toward zero to a multiple of 2^−bits of the largest power of two at or
-/// below the biggest magnitude among its products and its running sums, one
-/// per instruction of `per_instruction` products. With it, the bound: that
-/// resolution as each instruction ends, summed.
-fn fixed_point_sum(x: &[f64], w: &[f64], per_instruction: usize, bits: i32) -> (f64, f64) {
-    let resolution = |peak: f64| if peak == 0.0 { 0.0 } else { 2f64.powi(peak.log2().floor() as i32 - bits) };
-    let (mut sum, mut peak, mut bound) = (0f64, 0f64, 0f64);
+/// One dot product three ways, in one pass (independent dependency chains,
+/// so it costs about what one does: the harness's hot loop).
+struct Dot {
+    /// In a tensor core's fixed point of `bits` fraction bits: exact (bf16
+    /// and 8-bit products and their sums fit f64's mantissa), then cut toward
+    /// zero to a multiple of 2^−bits of the largest power of two at or below
+    /// the biggest magnitude among its products and its running sums, one per
+    /// instruction of `per_instruction` products.
+    fixed: f64,
+    /// Added in f32, in order.
+    in_f32: f64,
+    /// That resolution as each instruction ends, summed.
+    bound: f64,
+}
+
+fn fixed_point_sum(x: &[f64], w: &[f64], per_instruction: usize, bits: i32) -> Dot {
+    // The largest power of two at or below a peak is its exponent bits alone.
+    let step = 2f64.powi(-bits);
+    let resolution = |peak: f64| f64::from_bits(peak.to_bits() & 0x7ff0_0000_0000_0000) * step;
+    let (mut sum, mut in_f32, mut peak, mut bound) = (0f64, 0f32, 0f64, 0f64);
     for (xs, ws) in x.chunks(per_instruction).zip(w.chunks(per_instruction)) {
         for (a, b) in xs.iter().zip(ws) {
-            peak = peak.max((a * b).abs());
-            sum += a * b;
+            let p = a * b;
+            peak = peak.max(p.abs());
+            sum += p;
+            in_f32 += p as f32;
         }
         peak = peak.max(sum.abs());
         bound += resolution(peak);
     }
     let quantum = resolution(peak);
-    if quantum == 0.0 {
-        return (0.0, 0.0);
-    }
-    ((sum / quantum).trunc() * quantum, bound)
+    let fixed = if quantum == 0.0 { 0.0 } else { (sum / quantum).trunc() * quantum };
+    Dot { fixed, in_f32: in_f32 as f64, bound }
 }
 
 fn linear_rows_by<T: Copy + Default + Send>(
