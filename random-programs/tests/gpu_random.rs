@@ -32,7 +32,7 @@ fn main() {
         let outcome = harness::verify(&stream, g.kernel, &g.program, Some(choice), shape, 1000 + i as u64);
         let (pass, detail) = match outcome {
             Ok(r) => {
-                let worst = r.checks.iter().map(|c| format!("{} {:.2e}/{:.2e}", c.output, c.err, c.yardstick));
+                let worst = r.checks.iter().map(|c| format!("{} {:.2e}/{:.2e}{}", c.output, c.err, c.yardstick, c.undetermined_note()));
                 let mut detail = format!("repeat bitwise {}; err/bf16 err: {}", r.repeat_bitwise, worst.collect::<Vec<_>>().join(", "));
                 // Where each failing output is furthest off (the element index of the compared rows).
                 for c in r.checks.iter().filter(|c| !c.pass()) {

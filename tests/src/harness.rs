@@ -365,7 +365,9 @@ pub fn verify_outputs(
         let far = &bf16_path[&o.name];
         let determined = |v: &[f64]| -> Vec<f64> { v.iter().zip(far).map(|(x, f)| if f.is_some() { *x } else { f64::NAN }).collect() };
         let bf16: Vec<f64> = far.iter().map(|f| f.unwrap_or(f64::NAN)).collect();
-        checks.push(Check::new(&o.name, &determined(&ours), &bf16, &determined(&reference[&o.name])));
+        let mut check = Check::new(&o.name, &determined(&ours), &bf16, &determined(&reference[&o.name]));
+        check.undetermined = far.iter().filter(|f| f.is_none()).count();
+        checks.push(check);
         compared.push(Compared { name: o.name.clone(), ours, reference: reference[&o.name].clone() });
     }
     Ok((Report { rows_checked: rows.len(), checks, repeat_bitwise, asserts: vec![] }, compared))

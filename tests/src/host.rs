@@ -204,6 +204,11 @@ pub struct Check {
     pub rel_err: f64,
     /// Where `err` is reached: the element's index, ours, ref, bf16 op-by-op.
     pub worst: Option<(usize, f64, f64, f64)>,
+    /// Elements in all.
+    pub elements: usize,
+    /// Elements not compared: the GEMM's precision leaves them undetermined
+    /// (finite at one end of its bound, not at another; [`furthest_from`]).
+    pub undetermined: usize,
 }
 
 impl Check {
@@ -223,11 +228,18 @@ impl Check {
                 .filter(|(_, e)| *e > 0.0)
                 .max_by(|a, b| a.1.total_cmp(&b.1))
                 .map(|(i, _)| (i, ours[i], reference[i], bf16_path[i])),
+            elements: ours.len(),
+            undetermined: 0,
         }
     }
-    /// The project's criterion: `err ≤ 2 · yardstick + 1e-6`.
+    /// The project's criterion, `err ≤ 2 · yardstick + 1e-6`, over at least
+    /// one compared element.
     pub fn pass(&self) -> bool {
-        self.err <= 2.0 * self.yardstick + 1e-6
+        self.err <= 2.0 * self.yardstick + 1e-6 && (self.elements == 0 || self.undetermined < self.elements)
+    }
+    /// `, N of M undetermined (not compared)` where any is, for reports.
+    pub fn undetermined_note(&self) -> String {
+        if self.undetermined == 0 { String::new() } else { format!(", {} of {} undetermined (not compared)", self.undetermined, self.elements) }
     }
 }
 
@@ -298,5 +310,16 @@ mod tests {
         assert_eq!(far[..2], [Some(0.0), Some(2.25)]);
         assert_eq!(far[2], None, "finite at one end, infinite at the other: undetermined");
         assert!(far[3].is_some_and(f64::is_nan), "NaN at every end (an unwritten element) is compared");
+    }
+
+    #[test]
+    fn a_check_with_nothing_compared_fails() {
+        let nan = [f64::NAN; 3];
+        let mut check = Check::new("v", &nan, &nan, &nan);
+        assert!(check.pass(), "NaN where the reference is NaN: equal");
+        check.undetermined = 2;
+        assert!(check.pass() && check.undetermined_note() == ", 2 of 3 undetermined (not compared)");
+        check.undetermined = 3;
+        assert!(!check.pass(), "every element undetermined: nothing was compared");
     }
 }

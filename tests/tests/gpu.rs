@@ -56,8 +56,12 @@ impl Runner {
             for c in &r.checks {
                 let verdict = if c.pass() { "ok" } else { "FAIL" };
                 detail += &format!(
-                    "    {:<36} err {:.3e} (rel {:.1e})  bf16 err {:.3e}  {verdict}\n",
-                    c.output, c.err, c.rel_err, c.yardstick
+                    "    {:<36} err {:.3e} (rel {:.1e})  bf16 err {:.3e}{}  {verdict}\n",
+                    c.output,
+                    c.err,
+                    c.rel_err,
+                    c.yardstick,
+                    c.undetermined_note()
                 );
                 if let (false, Some((i, ours, reference, bf16_path))) = (c.pass(), c.worst) {
                     detail += &format!("      worst at element {i}: ours {ours:e}, f64 {reference:e}, bf16 path {bf16_path:e}\n");
