@@ -11,7 +11,12 @@ parameter it leaves at its default). This rewrites an entry's key from the
 (registers, stack, spills, shared memory) is the same in both listings;
 any other entry is left as it is (the runtime then ignores it) and named.
 
-    rekey_tuning.py OLD_INSPECT NEW_INSPECT coda-llama/tuning/nvidia-h200.json   # each GPU's file
+    rekey_tuning.py OLD_INSPECT NEW_INSPECT coda-llama/tuning/nvidia-h200.json [PROGRAM ...]   # each GPU's file
+
+Entries of each PROGRAM named after the file (e.g. coda-llama::linear_cross_entropy)
+are re-keyed whatever their ptxas reports: a change that reaches those
+kernels, alike in every config, with the old search's choice carried as a
+guess (below).
 
 The ptxas report is a necessary check, not a proof that the device code is
 unchanged; say in bench/NOTES.md why the change cannot reach the kernels
@@ -42,13 +47,13 @@ def listing(path):
     return out
 
 
-def main(old_path, new_path, tuning_path):
+def main(old_path, new_path, tuning_path, *guessed):
     old, new = listing(old_path), listing(new_path)
     entries = json.load(open(tuning_path))
     moved, kept = 0, []
     for e in entries:
         k = (e["program"], e["config"])
-        if k in old and k in new and old[k][0] == e["key"] and old[k][1] == new[k][1]:
+        if k in old and k in new and old[k][0] == e["key"] and (old[k][1] == new[k][1] or k[0] in guessed):
             e["key"] = new[k][0]
             moved += 1
         elif not (k in new and new[k][0] == e["key"]):
@@ -63,6 +68,6 @@ def main(old_path, new_path, tuning_path):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 4:
+    if len(sys.argv) < 4:
         sys.exit(__doc__)
     sys.exit(main(*sys.argv[1:]))

@@ -186,13 +186,10 @@ struct RowLsePartials : PlainNode<RowLseArgs> {
     int64_t tile_row0;   // the CTA tile's first row
     int64_t plane;       // n_tiles · m_pad: the offset of the sums plane
     float* out;          // this tile's column of partials; null for a grid-padding tile
-    // Per fragment row: the running max (NaN-propagating), rf = fl(max · log2 e)
-    // where the max is finite and below kExactMax in magnitude (else 0, or −∞
-    // for a larger finite max), and Σ 2^(x · log2 e − rf) (for rf = −∞:
-    // Σ exp(x − max)); end() scales the sum to exp(x − max) and applies the
-    // special cases, which the max alone decides (detail::lse_merge).
+    // Per fragment row: the running max (NaN-propagating) and Σ exp(x − max);
+    // end() applies the special cases, which the max alone decides
+    // (detail::lse_merge).
     float mx[NumEpiM][2];
-    float rf[NumEpiM][2];
     float se[NumEpiM][2];
 
     CUTLASS_DEVICE Callbacks(ThrCoords c, Residue r, bool in, int r0, int64_t t0, int64_t pl, float* o)
@@ -200,24 +197,19 @@ struct RowLsePartials : PlainNode<RowLseArgs> {
       CUTLASS_PRAGMA_UNROLL
       for (int e = 0; e < NumEpiM; ++e) {
         mx[e][0] = mx[e][1] = -CUDART_INF_F;
-        rf[e][0] = rf[e][1] = se[e][0] = se[e][1] = 0.f;
+        se[e][0] = se[e][1] = 0.f;
       }
     }
 
     static constexpr float kLog2e = 1.4426950408889634f;
-    // Below 2^30 in magnitude, fl(max · log2 e) lies within 64 of max · log2 e,
-    // so the largest term 2^(max · log2 e − rf) neither overflows nor flushes;
-    // from 1.5e9 up that rounding can pass ±128 (inf · 0 in end(): NaN). Rows
-    // with a larger finite max sum exp(x − max) directly, one instruction more
-    // per element. There every other f32 lies ≥ 64 below the max, so a sum
-    // kept against an old max ≤ −2^30 counts for nothing (≤ e⁻⁶⁴ each) once
-    // the max passes −2^30.
-    static constexpr float kExactMax = 0x1p30f;
 
     // One online step per fragment row over its slots of `x` (with Masked,
-    // slots past (M, N) count as −∞): one rescale of the running sum, then one
-    // exp per element, an FFMA (log2 e folded into the difference) into ex2
-    // (for a max of at least kExactMax in magnitude, an FADD and an FMUL).
+    // slots past (M, N) count as −∞): one rescale of the running sum, then
+    // one exp per element, 2^((x − max) · log2 e), as PyTorch's logsumexp
+    // takes it. x − max is exact near the max, so an element at the max
+    // adds exactly 1, as there. (Folding log2 e into one FFMA, x · log2 e −
+    // fl(max · log2 e), saves an instruction an element but adds 2^δ, δ that
+    // rounding: a row of 192 equal values summed to 191.99992; session 55.)
     template <bool Masked, class Coords, class ElementIn, int FragmentSize>
     CUTLASS_DEVICE void accumulate(Coords const& coords, int epi_v, int epi_m,
                                    cutlass::Array<ElementIn, FragmentSize> const& x) {
@@ -236,31 +228,18 @@ struct RowLsePartials : PlainNode<RowLseArgs> {
           for (int i = 0; i < FragmentSize; ++i) {
             if ((i / 2) % 2 == row) m = detail::max_nan(m, v[i]);
           }
-          // While the running max is −∞ nothing is summed and rf is a
-          // placeholder: 2^(0 − ref) overflows where the first finite max is
-          // below −88, and 0 · ∞ would make the partial NaN.
-          bool empty = mx[e][row] == -CUDART_INF_F;
-          float ref;
-          float s;
-          if (fabsf(m) < kExactMax || !isfinite(m)) {
-            ref = isfinite(m) ? m * kLog2e : 0.f;
-            // An old rf of −∞ (an old max ≤ −2^30): factor 0, as above.
-            s = empty ? 0.f : se[e][row] * detail::ex2_ftz(rf[e][row] - ref);
-            CUTLASS_PRAGMA_UNROLL
-            for (int i = 0; i < FragmentSize; ++i) {
-              if ((i / 2) % 2 == row) s += detail::ex2_ftz(fmaf(v[i], kLog2e, -ref));
-            }
-          } else {
-            ref = -CUDART_INF_F;
-            float old = rf[e][row] == -CUDART_INF_F ? (mx[e][row] - m) * kLog2e : fmaf(-m, kLog2e, rf[e][row]);
-            s = empty ? 0.f : se[e][row] * detail::ex2_ftz(old);
+          // Until the max is finite nothing is summed (x − max is NaN at
+          // −∞); once it is +∞ or NaN, end() sets the sum. An old max of −∞
+          // scales the old sum, 0, by 2^−∞ = 0.
+          float s = 0.f;
+          if (isfinite(m)) {
+            s = se[e][row] * detail::ex2_ftz((mx[e][row] - m) * kLog2e);
             CUTLASS_PRAGMA_UNROLL
             for (int i = 0; i < FragmentSize; ++i) {
               if ((i / 2) % 2 == row) s += detail::ex2_ftz((v[i] - m) * kLog2e);
             }
           }
           mx[e][row] = m;
-          rf[e][row] = ref;
           se[e][row] = s;
         }
       }
@@ -292,8 +271,6 @@ struct RowLsePartials : PlainNode<RowLseArgs> {
             se[e][row] = CUDART_NAN_F;
           } else if (m == CUDART_INF_F) {
             se[e][row] = 1.f;
-          } else if (m != -CUDART_INF_F && rf[e][row] != -CUDART_INF_F) {  // 2^(rf − max · log2 e): the rounding of rf, undone once
-            se[e][row] *= detail::ex2_ftz(fmaf(-m, kLog2e, rf[e][row]));
           }
           CUTLASS_PRAGMA_UNROLL
           for (int mask = 1; mask <= 2; mask *= 2) {
